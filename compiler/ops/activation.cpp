@@ -1,0 +1,169 @@
+#include "activation.hpp"
+
+#include "../codegen.hpp"
+#include "../spec_reader.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace moejit {
+
+namespace {
+
+constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;
+
+ActivationKind parse_kind(std::string_view s) {
+  if (s == "silu") return ActivationKind::silu;
+  if (s == "gelu") return ActivationKind::gelu;
+  if (s == "gelu_tanh") return ActivationKind::gelu_tanh;
+  if (s == "swiglu_oai") return ActivationKind::swiglu_oai;
+  return ActivationKind::situ;
+}
+
+}  // namespace
+
+std::string_view to_string(ActivationKind kind) noexcept {
+  switch (kind) {
+    case ActivationKind::silu: return "silu";
+    case ActivationKind::gelu: return "gelu";
+    case ActivationKind::gelu_tanh: return "gelu_tanh";
+    case ActivationKind::swiglu_oai: return "swiglu_oai";
+    case ActivationKind::situ: return "situ";
+  }
+  return "?";
+}
+
+std::string_view to_string(ActivationLayout layout) noexcept {
+  return layout == ActivationLayout::dense ? "dense" : "masked";
+}
+
+std::shared_ptr<OpSpec> parse_activation(detail::SpecReader& r) {
+  auto s = std::make_shared<ActivationSpec>();
+  s->kind = parse_kind(r.choice("kind", {"silu", "gelu", "gelu_tanh", "swiglu_oai", "situ"}));
+  s->layout = r.choice("layout", {"dense", "masked"}, "dense") == "dense" ? ActivationLayout::dense
+                                                                          : ActivationLayout::masked;
+  s->d = r.integer("d", 1, kMaxWidth);
+  if (s->layout == ActivationLayout::masked) {
+    s->num_experts = r.integer("num_experts", 1, 65535);
+  } else {
+    r.forbid("num_experts", "applies only to layout masked");
+  }
+  s->dtype = r.dtype("dtype", {DType::bf16, DType::f16, DType::f32}, DType::bf16);
+  s->out_dtype = r.dtype("out_dtype", {DType::bf16, DType::f16, DType::f32}, s->dtype);
+  s->interleaved = r.boolean("interleaved", false);
+
+  if (s->kind == ActivationKind::situ) {
+    if (!r.has("beta")) r.fail("beta", "situ needs 'beta' (it is never defaulted)", "a finite number > 0");
+    const double beta = r.number("beta");
+    if (!(beta > 0)) r.fail("beta", "'beta' must be > 0", "a finite number > 0");
+    s->beta = static_cast<float>(beta);
+    const double lb = r.optional_number("linear_beta").value_or(0.0);
+    s->linear_beta = lb > 0 ? static_cast<float>(lb) : 0.0f;  // <= 0 means unset
+  } else {
+    r.forbid("beta", "applies only to kind situ");
+    r.forbid("linear_beta", "applies only to kind situ");
+  }
+  if (s->kind == ActivationKind::swiglu_oai) {
+    const double alpha = r.number("alpha", 1.702);
+    if (!(alpha > 0)) r.fail("alpha", "'alpha' must be > 0", "a finite number > 0");
+    const double limit = r.number("limit", 7.0);
+    if (!(limit > 0)) r.fail("limit", "'limit' must be > 0", "a finite number > 0");
+    s->alpha = static_cast<float>(alpha);
+    s->limit = static_cast<float>(limit);
+  } else {
+    r.forbid("alpha", "applies only to kind swiglu_oai");
+    r.forbid("limit", "applies only to kind swiglu_oai");
+  }
+  r.finish();
+  return s;
+}
+
+std::string ActivationSpec::canonical_json() const {
+  nlohmann::json j{{"op", "activation"}, {"kind", to_string(kind)}, {"layout", to_string(layout)},
+                   {"d", d}, {"dtype", spec_name(dtype)}, {"out_dtype", spec_name(out_dtype)},
+                   {"interleaved", interleaved}};
+  if (layout == ActivationLayout::masked) j["num_experts"] = num_experts;
+  if (kind == ActivationKind::situ) {
+    j["beta"] = detail::canonical_number(beta);
+    if (linear_beta > 0) j["linear_beta"] = detail::canonical_number(linear_beta);
+  }
+  if (kind == ActivationKind::swiglu_oai) {
+    j["alpha"] = detail::canonical_number(alpha);
+    j["limit"] = detail::canonical_number(limit);
+  }
+  return j.dump();
+}
+
+int ActivationSpec::vec() const noexcept {
+  // The widest power of two dividing d that keeps a vector of input and of output <= 16 bytes.
+  const int max_vec = static_cast<int>(16 / std::max(size_of(dtype), size_of(out_dtype)));
+  int v = 1;
+  while (v < max_vec && d % (2 * v) == 0) v *= 2;
+  return v;
+}
+
+std::vector<Contract> ActivationSpec::contracts(std::string_view arch) const {
+  Contract c("activation", std::string(arch), "activation.cuh");
+  const bool masked = layout == ActivationLayout::masked;
+  c.set("kind", std::string(to_string(kind)))
+      .set("layout", std::string(to_string(layout)))
+      .set("d", std::to_string(d))
+      .set("num_experts", std::to_string(masked ? num_experts : 0))
+      .set("dtype", std::string(spec_name(dtype)))
+      .set("out_dtype", std::string(spec_name(out_dtype)))
+      .set("interleaved", interleaved ? "true" : "false");
+  if (kind == ActivationKind::situ) {
+    c.set("beta", detail::canonical_float(beta)).set("linear_beta", detail::canonical_float(linear_beta));
+  }
+  if (kind == ActivationKind::swiglu_oai) {
+    c.set("alpha", detail::canonical_float(alpha)).set("limit", detail::canonical_float(limit));
+  }
+  c.set("threads", std::to_string(kThreads)).set("vec", std::to_string(vec())).set("unroll", std::to_string(kUnroll));
+
+  detail::StubBuilder stub("activation.cuh");
+  stub.constant("moejit::ActKind", "kKind", fmt::format("moejit::ActKind::{}", to_string(kind)))
+      .flag("kMasked", masked)
+      .integer("kD", d)
+      .integer("kNumExperts", masked ? num_experts : 0)
+      .flag("kInterleaved", interleaved)
+      .real("kBeta", beta)
+      .real("kInvBeta", beta > 0 ? 1.0f / beta : 0.0f)
+      .real("kLinearBeta", linear_beta)
+      .real("kInvLinearBeta", linear_beta > 0 ? 1.0f / linear_beta : 0.0f)
+      .real("kAlpha", alpha)
+      .real("kLimit", limit)
+      .constant("int", "kThreads", std::to_string(kThreads))
+      .constant("int", "kVec", std::to_string(vec()))
+      .constant("int", "kUnroll", std::to_string(kUnroll))
+      .type("In", dtype)
+      .type("Out", out_dtype);
+  c.source = stub.render("moejit::activation_kernel", "moejit::ActivationArgs");
+  c.kernels = {detail::StubBuilder::name_expression("moejit::activation_kernel")};
+  return {c};
+}
+
+std::vector<TensorDecl> ActivationSpec::tensors() const {
+  const bool masked = layout == ActivationLayout::masked;
+  auto shape = [&](std::int64_t width) {
+    std::vector<Extent> s;
+    if (masked) s.push_back(Extent::fixed(num_experts));
+    s.push_back(Extent::token_count());
+    s.push_back(Extent::fixed(width));
+    return s;
+  };
+  std::vector<TensorDecl> t;
+  t.push_back({.name = "x", .dtype = dtype, .shape = shape(2 * d), .role = TensorRole::input,
+               .note = interleaved ? "gate/up interleaved [g0, u0, g1, u1, ...]" : "[gate (d) | up (d)] per row"});
+  if (masked) {
+    t.push_back({.name = "expert_num_tokens", .dtype = DType::i32, .shape = {Extent::fixed(num_experts)},
+                 .role = TensorRole::input, .note = "rows of each expert to process (clamped to [0, T])"});
+  }
+  t.push_back({.name = "out", .dtype = out_dtype, .shape = shape(d), .role = TensorRole::output,
+               .keeps_unwritten = masked,
+               .note = masked ? "rows t >= expert_num_tokens[e] keep their contents" : ""});
+  return t;
+}
+
+}  // namespace moejit

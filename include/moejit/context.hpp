@@ -1,0 +1,58 @@
+#pragma once
+/// A Context owns everything moejit keeps for one GPU: the options, the device's properties,
+/// the compiler and the cache, and the modules loaded from it. No moejit state is global.
+
+#include <moejit/options.hpp>
+#include <moejit/spec.hpp>
+
+#include <memory>
+#include <string>
+
+namespace moejit {
+
+namespace detail {
+class Cache;
+class Compiler;
+class Driver;
+class Kernel;
+}  // namespace detail
+
+class Op;
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0;
+  int cc_minor = 0;
+  std::string arch;  ///< the NVRTC target: "sm_90a" on H100/H200, "sm_100a" on B200
+  int sm_count = 0;
+  int max_shared_per_block = 0;  ///< opt-in maximum, bytes
+  int l2_bytes = 0;
+};
+
+class Context {
+ public:
+  /// Opens `device`. This is moejit's first GPU call: without a driver or GPU it throws
+  /// moejit::Error (kind driver) saying so. Makes the device's primary context current.
+  explicit Context(Options options = Options::from_environment(), int device = 0);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const Options& options() const noexcept;
+  const DeviceInfo& device() const noexcept;
+
+  /// Gets the op's kernels (memory, disk cache or NVRTC) and loads them on this device.
+  std::unique_ptr<Op> load(std::shared_ptr<const OpSpec> op);
+  /// The kernel `name_expression` of a contract, loaded on this device (shared per contract).
+  std::shared_ptr<const detail::Kernel> kernel(const Contract& contract, std::size_t index = 0);
+
+  const detail::Driver& driver() const noexcept;
+  detail::Cache& cache() noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace moejit

@@ -1,0 +1,41 @@
+#pragma once
+/// A loaded op: launch it on a stream with one device buffer per declared tensor.
+
+#include <moejit/spec.hpp>
+#include <moejit/tensor.hpp>
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace moejit {
+
+class Op {
+ public:
+  virtual ~Op() = default;
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
+
+  const OpSpec& spec() const noexcept { return *spec_; }
+  /// The tensors in launch order (OpSpec::tensors()).
+  const std::vector<TensorDecl>& tensors() const noexcept { return tensors_; }
+
+  /// Launches the op for `tokens` tokens on `stream`; legal inside CUDA graph capture, and
+  /// allocation-free. `buffers[i]` binds tensors()[i]; an optional tensor may be left empty.
+  /// Throws moejit::Error (input) when a buffer is missing or holds fewer bytes than `tokens`
+  /// needs, so a token count past the caller's buffers is an error, never a write past the end.
+  void launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream) const;
+
+ protected:
+  explicit Op(std::shared_ptr<const OpSpec> spec);
+  virtual void do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream) const = 0;
+
+ private:
+  std::shared_ptr<const OpSpec> spec_;
+  std::vector<TensorDecl> tensors_;
+};
+
+}  // namespace moejit

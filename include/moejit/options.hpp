@@ -1,0 +1,22 @@
+#pragma once
+/// Options of a moejit process. The environment is read once, here, into this struct.
+
+#include <filesystem>
+
+namespace moejit {
+
+struct Options {
+  /// Root of the disk cache: $MOEJIT_CACHE_DIR, else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit.
+  std::filesystem::path cache_dir;
+  /// The CUDA toolkit whose include/ and include/cccl/ NVRTC needs: $CUDA_HOME, else $CUDA_PATH,
+  /// else /usr/local/cuda. Checked when the first compile needs it.
+  std::filesystem::path cuda_home;
+  /// Threads for warmup compiles: $MOEJIT_JOBS, else the number of cores.
+  unsigned jobs = 1;
+  /// Use the disk store; when false the cache lives in memory only.
+  bool disk_cache = true;
+
+  static Options from_environment();
+};
+
+}  // namespace moejit

@@ -1,0 +1,169 @@
+#include "activation.hpp"
+
+#include "numeric.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace moejit::reference {
+
+namespace {
+
+const ActivationSpec& as_activation(const OpSpec& op) { return dynamic_cast<const ActivationSpec&>(op); }
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+std::int64_t clamp_count(std::int32_t count, std::int64_t tokens) {
+  return std::clamp<std::int64_t>(count, 0, tokens);
+}
+
+// Rows of expert e that the op processes.
+std::int64_t rows_of(const ActivationSpec& op, const std::int32_t* counts, std::int64_t e, std::int64_t tokens) {
+  return op.layout == ActivationLayout::masked ? clamp_count(counts[e], tokens) : tokens;
+}
+
+}  // namespace
+
+float activation_element(const ActivationSpec& op, float g, float u) noexcept {
+  const DType out = op.out_dtype;
+  switch (op.kind) {
+    case ActivationKind::silu: {
+      const float a = round_to(out, g / (1.0f + std::exp(-g)));
+      return round_to(out, a * u);
+    }
+    case ActivationKind::gelu: {
+      const float a = round_to(out, (0.5f * g) * (1.0f + std::erf(g * 0.70710678118654752f)));
+      return round_to(out, a * u);
+    }
+    case ActivationKind::gelu_tanh: {
+      const float cube = (g * g) * g;
+      const float inner = 0.7978845608f * (g + 0.044715f * cube);
+      const float a = round_to(out, (0.5f * g) * (1.0f + std::tanh(inner)));
+      return round_to(out, a * u);
+    }
+    case ActivationKind::swiglu_oai: {
+      const float gc = g > op.limit ? op.limit : g;
+      const float uc = u > op.limit ? op.limit : (u < -op.limit ? -op.limit : u);
+      const float glu = gc * sigmoid(op.alpha * gc);
+      return round_to(out, (uc + 1.0f) * glu);
+    }
+    case ActivationKind::situ: {
+      const float inv_beta = 1.0f / op.beta;
+      const float a = (op.beta * std::tanh(g * inv_beta)) * sigmoid(g);
+      float v = u;
+      if (op.linear_beta > 0) v = op.linear_beta * std::tanh(u * (1.0f / op.linear_beta));
+      return round_to(out, a * v);
+    }
+  }
+  return 0;
+}
+
+void activation_reference(const ActivationSpec& op, const HostTensor& x, const std::int32_t* counts, HostTensor& out,
+                          std::int64_t tokens) {
+  const std::int64_t experts = op.layout == ActivationLayout::masked ? op.num_experts : 1;
+  const auto d = static_cast<std::size_t>(op.d);
+  for (std::int64_t e = 0; e < experts; ++e) {
+    const std::int64_t rows = rows_of(op, counts, e, tokens);
+    for (std::int64_t t = 0; t < rows; ++t) {
+      const auto row = static_cast<std::size_t>(e * tokens + t);
+      for (std::size_t j = 0; j < d; ++j) {
+        const std::size_t gi = op.interleaved ? row * 2 * d + 2 * j : row * 2 * d + j;
+        const std::size_t ui = op.interleaved ? gi + 1 : gi + d;
+        const float g = load(op.dtype, x.data.data(), gi);
+        const float u = load(op.dtype, x.data.data(), ui);
+        store(op.out_dtype, out.data.data(), row * d + j, activation_element(op, g, u));
+      }
+    }
+  }
+}
+
+std::string ActivationHarness::variant_name(int variant) const {
+  return variant == 0 ? "normal(0, 2)" : "large, zero and infinite values";
+}
+
+void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tensors, std::int64_t tokens, Rng& rng,
+                                    int variant) const {
+  const auto& op = as_activation(spec);
+  auto& x = tensors[0];
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::uniform_real_distribution<float> large(-50.0f, 50.0f);
+  std::uniform_int_distribution<int> pick(0, 99);
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (std::size_t i = 0; i < x.elements(); ++i) {
+    float v = normal(rng);
+    if (variant == 1) {
+      const int p = pick(rng);
+      if (p < 10) v = 0.0f;
+      else if (p < 40) v = large(rng);
+      else if (p < 42) v = kInf;
+      else if (p < 44) v = -kInf;
+    }
+    store(op.dtype, x.data.data(), i, v);
+  }
+  if (op.layout != ActivationLayout::masked) return;
+  // Experts with no rows, all rows, some rows, and counts outside [0, T] (clamped).
+  auto* counts = tensors[1].as<std::int32_t>();
+  std::uniform_int_distribution<std::int64_t> some(0, tokens);
+  for (std::int64_t e = 0; e < op.num_experts; ++e) {
+    switch (e % 5) {
+      case 0: counts[e] = 0; break;
+      case 1: counts[e] = static_cast<std::int32_t>(tokens); break;
+      case 2: counts[e] = static_cast<std::int32_t>(tokens / 2); break;
+      case 3: counts[e] = static_cast<std::int32_t>(some(rng)); break;
+      default: counts[e] = variant == 1 ? static_cast<std::int32_t>(tokens + 3) : static_cast<std::int32_t>(some(rng));
+    }
+  }
+}
+
+void ActivationHarness::run(const OpSpec& spec, std::span<HostTensor> tensors, std::int64_t tokens) const {
+  const auto& op = as_activation(spec);
+  const bool masked = op.layout == ActivationLayout::masked;
+  activation_reference(op, tensors[0], masked ? tensors[1].as<std::int32_t>() : nullptr, tensors[masked ? 2 : 1], tokens);
+}
+
+std::vector<std::string> ActivationHarness::compare(const OpSpec& spec, std::span<const HostTensor> want,
+                                                    std::span<const HostTensor> got, std::int64_t tokens) const {
+  // numerics.md: bf16/fp16 outputs equal except at most 1 ulp on at most 1e-3 of the elements
+  // (CPU and GPU expf/tanhf/erff may differ in their last fp32 bit); fp32 within 8 ulp.
+  const auto& op = as_activation(spec);
+  const std::size_t out_index = op.layout == ActivationLayout::masked ? 2 : 1;
+  const auto& w = want[out_index];
+  const auto& g = got[out_index];
+  const bool fp32 = op.out_dtype == DType::f32;
+  const std::size_t n = w.elements();
+  const std::size_t allowed_off_by_one = n / 1000;
+  std::size_t off_by_one = 0;
+  std::vector<std::string> failures;
+  const auto d = static_cast<std::size_t>(op.d);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto dist = ulp_distance(op.out_dtype, w.data.data(), g.data.data(), i);
+    if (dist == 0 || (fp32 && dist <= 8)) continue;
+    if (!fp32 && dist == 1 && ++off_by_one <= allowed_off_by_one) continue;
+    if (failures.size() < 8) {
+      const std::size_t row = i / d;
+      failures.push_back(fmt::format("out[{}][{}] (T={}): got {} want {} ({} ulp)", row, i % d, tokens,
+                                     load(op.out_dtype, g.data.data(), i), load(op.out_dtype, w.data.data(), i), dist));
+    } else {
+      failures.back() = "... and more";
+    }
+  }
+  if (off_by_one > allowed_off_by_one) {
+    failures.push_back(fmt::format("{} elements off by 1 ulp, at most {} allowed", off_by_one, allowed_off_by_one));
+  }
+  return failures;
+}
+
+double ActivationHarness::bytes_moved(const OpSpec& spec, std::span<const HostTensor> tensors, std::int64_t tokens) const {
+  const auto& op = as_activation(spec);
+  const double per_row = static_cast<double>(op.d) * static_cast<double>(2 * size_of(op.dtype) + size_of(op.out_dtype));
+  if (op.layout != ActivationLayout::masked) return per_row * static_cast<double>(tokens);
+  const auto* counts = tensors[1].as<std::int32_t>();
+  double rows = 0;
+  for (std::int64_t e = 0; e < op.num_experts; ++e) rows += static_cast<double>(clamp_count(counts[e], tokens));
+  return per_row * rows + 4.0 * static_cast<double>(op.num_experts);
+}
+
+}  // namespace moejit::reference

@@ -1,0 +1,31 @@
+#pragma once
+// CPU reference of the activation op (numerics.md "activation").
+
+#include "compiler/ops/activation.hpp"
+#include "harness.hpp"
+
+#include <cstdint>
+
+namespace moejit::reference {
+
+/// One output element from fp32 gate and up values, rounded to the output dtype (returned as
+/// float), with exactly the rounding points and operation order of numerics.md.
+float activation_element(const ActivationSpec& op, float g, float u) noexcept;
+
+/// x [T, 2d] or [E, T, 2d] -> out [T, d] or [E, T, d]; masked rows past counts are left alone.
+void activation_reference(const ActivationSpec& op, const HostTensor& x, const std::int32_t* counts,
+                          HostTensor& out, std::int64_t tokens);
+
+class ActivationHarness final : public OpHarness {
+ public:
+  int variants() const override { return 2; }
+  std::string variant_name(int variant) const override;
+  void fill_inputs(const OpSpec& op, std::span<HostTensor> tensors, std::int64_t tokens, Rng& rng,
+                   int variant) const override;
+  void run(const OpSpec& op, std::span<HostTensor> tensors, std::int64_t tokens) const override;
+  std::vector<std::string> compare(const OpSpec& op, std::span<const HostTensor> want,
+                                   std::span<const HostTensor> got, std::int64_t tokens) const override;
+  double bytes_moved(const OpSpec& op, std::span<const HostTensor> tensors, std::int64_t tokens) const override;
+};
+
+}  // namespace moejit::reference

@@ -1,0 +1,46 @@
+#include "harness.hpp"
+
+#include <moejit/error.hpp>
+
+#include "activation.hpp"
+
+#include <fmt/format.h>
+
+namespace moejit::reference {
+
+HostTensor HostTensor::zeros(DType dtype, std::vector<std::int64_t> shape) {
+  HostTensor t;
+  t.dtype = dtype;
+  std::size_t n = 1;
+  for (auto s : shape) n *= static_cast<std::size_t>(s);
+  t.shape = std::move(shape);
+  t.data.assign(n * size_of(dtype), std::byte{0});
+  return t;
+}
+
+std::string OpHarness::variant_name(int variant) const { return variant == 0 ? "random" : fmt::format("variant {}", variant); }
+
+std::vector<std::int64_t> OpHarness::check_tokens(const OpSpec&) const { return {0, 1, 7, 33, 1024}; }
+
+std::vector<std::int64_t> OpHarness::bench_tokens(const OpSpec&) const { return {1, 16, 128, 1024, 8192, 32768}; }
+
+double OpHarness::bytes_moved(const OpSpec& op, std::span<const HostTensor> tensors, std::int64_t) const {
+  (void)op;
+  double total = 0;
+  for (const auto& t : tensors) total += static_cast<double>(t.bytes());
+  return total;
+}
+
+const OpHarness& harness_for(std::string_view family) {
+  static const ActivationHarness kActivation;  // NOTE: stateless, immutable
+  if (family == "activation") return kActivation;
+  throw Error({.kind = ErrorKind::usage, .message = "no reference for op family", .found = std::string(family)});
+}
+
+std::vector<HostTensor> make_tensors(const OpSpec& op, std::int64_t tokens) {
+  std::vector<HostTensor> out;
+  for (const auto& decl : op.tensors()) out.push_back(HostTensor::like(decl, tokens));
+  return out;
+}
+
+}  // namespace moejit::reference

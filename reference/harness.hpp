@@ -1,0 +1,49 @@
+#pragma once
+// What `moejit check` and `moejit bench` (and the GPU tests) need of each op beyond its tensor
+// declarations: random inputs, the CPU reference, the comparison with its tolerance, and the
+// bytes the op must move. One harness per op family; the CLI is generic over them.
+
+#include <moejit/spec.hpp>
+
+#include "host_tensor.hpp"
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moejit::reference {
+
+class OpHarness {
+ public:
+  virtual ~OpHarness() = default;
+
+  /// Input distributions a check sweeps (0 = the op's ordinary inputs; others add ties,
+  /// non-finite values, empty experts, ...).
+  virtual int variants() const { return 1; }
+  virtual std::string variant_name(int variant) const;
+  /// Token counts a check sweeps, and those a bench times.
+  virtual std::vector<std::int64_t> check_tokens(const OpSpec& op) const;
+  virtual std::vector<std::int64_t> bench_tokens(const OpSpec& op) const;
+
+  /// Fills the input tensors (outputs are left alone). `tensors` follows OpSpec::tensors().
+  virtual void fill_inputs(const OpSpec& op, std::span<HostTensor> tensors, std::int64_t tokens, Rng& rng,
+                           int variant) const = 0;
+  /// Computes the outputs from the inputs. Outputs arrive holding their initial contents (an
+  /// op that leaves elements unwritten leaves them as they were).
+  virtual void run(const OpSpec& op, std::span<HostTensor> tensors, std::int64_t tokens) const = 0;
+  /// Compares `got` (from the GPU) with `want` (inputs + reference outputs). Returns one line per
+  /// failure, empty when the check passes.
+  virtual std::vector<std::string> compare(const OpSpec& op, std::span<const HostTensor> want,
+                                           std::span<const HostTensor> got, std::int64_t tokens) const = 0;
+  /// The fewest bytes the op must move (each input read once, each output written once).
+  virtual double bytes_moved(const OpSpec& op, std::span<const HostTensor> tensors, std::int64_t tokens) const;
+};
+
+/// The harness of an op family; throws moejit::Error (usage) when none exists.
+const OpHarness& harness_for(std::string_view family);
+
+/// Allocates host tensors for an op at `tokens` (zeros).
+std::vector<HostTensor> make_tensors(const OpSpec& op, std::int64_t tokens);
+
+}  // namespace moejit::reference

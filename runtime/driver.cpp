@@ -1,0 +1,61 @@
+#include "driver.hpp"
+
+#include <moejit/error.hpp>
+
+#include <fmt/format.h>
+
+#include <dlfcn.h>
+
+namespace moejit::detail {
+
+Driver::Driver() {
+  handle_ = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!handle_) {
+    const char* why = ::dlerror();
+    throw Error({.kind = ErrorKind::driver, .message = "no CUDA driver on this machine (a GPU op needs one)",
+                 .call = "dlopen(libcuda.so.1)", .code = why ? why : "not found"});
+  }
+  using GetProc = decltype(&::cuGetProcAddress);
+  auto get_proc = reinterpret_cast<GetProc>(::dlsym(handle_, "cuGetProcAddress_v2"));
+  if (!get_proc) {
+    ::dlclose(handle_);
+    throw Error({.kind = ErrorKind::driver, .message = "the CUDA driver is too old (no cuGetProcAddress_v2)",
+                 .call = "dlsym", .expected = "a driver for CUDA 12 or newer"});
+  }
+#define MOEJIT_DRIVER_RESOLVE(name)                                                              \
+  {                                                                                              \
+    void* fn = nullptr;                                                                          \
+    CUdriverProcAddressQueryResult status{};                                                     \
+    if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS \
+        || !fn) {                                                                                \
+      ::dlclose(handle_);                                                                        \
+      throw Error({.kind = ErrorKind::driver, .message = "the CUDA driver lacks an entry point",  \
+                   .call = "cuGetProcAddress", .found = #name,                                   \
+                   .expected = fmt::format("a driver supporting CUDA {}", CUDA_VERSION)});       \
+    }                                                                                            \
+    name = reinterpret_cast<decltype(name)>(fn);                                                 \
+  }
+  MOEJIT_DRIVER_FUNCTIONS(MOEJIT_DRIVER_RESOLVE)
+#undef MOEJIT_DRIVER_RESOLVE
+}
+
+Driver::~Driver() {
+  // NOTE: libcuda is never dlclosed: the driver keeps process-wide state that outlives us.
+}
+
+std::string Driver::describe(CUresult result) const {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (cuGetErrorName) cuGetErrorName(result, &name);
+  if (cuGetErrorString) cuGetErrorString(result, &text);
+  return fmt::format("{}{}{}", name ? name : fmt::format("CUresult {}", static_cast<int>(result)),
+                     text ? ": " : "", text ? text : "");
+}
+
+void check_cu(const Driver& driver, CUresult result, const char* call) {
+  if (result == CUDA_SUCCESS) return;
+  throw Error({.kind = ErrorKind::driver, .message = "CUDA driver call failed", .call = call,
+               .code = driver.describe(result)});
+}
+
+}  // namespace moejit::detail

@@ -1,0 +1,46 @@
+#include "kernel.hpp"
+
+namespace moejit::detail {
+
+Module::Module(const Driver& driver, const std::string& cubin) : driver_(driver) {
+  MOEJIT_CU(driver_, cuLibraryLoadData(&library_, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+}
+
+Module::~Module() {
+  if (library_) driver_.cuLibraryUnload(library_);
+}
+
+Kernel::Kernel(const Driver& driver, CUdevice device, std::shared_ptr<const Module> module, CompiledKernel info)
+    : driver_(driver), device_(device), module_(std::move(module)), info_(std::move(info)) {
+  MOEJIT_CU(driver_, cuLibraryGetKernel(&kernel_, module_->get(), info_.lowered_name.c_str()));
+}
+
+void Kernel::set_block(Dim3 block, unsigned dynamic_shared_bytes) {
+  block_ = block;
+  shared_ = dynamic_shared_bytes;
+  if (shared_ > 48 * 1024) {
+    MOEJIT_CU(driver_, cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            static_cast<int>(shared_), kernel_, device_));
+  }
+}
+
+void Kernel::launch_raw(Dim3 grid, void** params, CUstream stream, bool pdl) const {
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = grid.x;
+  config.gridDimY = grid.y;
+  config.gridDimZ = grid.z;
+  config.blockDimX = block_.x;
+  config.blockDimY = block_.y;
+  config.blockDimZ = block_.z;
+  config.sharedMemBytes = shared_;
+  config.hStream = stream;
+  config.attrs = pdl ? &attr : nullptr;
+  config.numAttrs = pdl ? 1 : 0;
+  // NOTE: a CUkernel passed as a CUfunction launches in the stream's context.
+  MOEJIT_CU(driver_, cuLaunchKernelEx(&config, reinterpret_cast<CUfunction>(kernel_), params, nullptr));
+}
+
+}  // namespace moejit::detail

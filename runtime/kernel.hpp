@@ -1,0 +1,60 @@
+#pragma once
+// A compiled kernel loaded on a device: it owns its module (CUlibrary, shared by the kernels of
+// one contract) and knows its own launch geometry and resources.
+
+#include "compiler/nvrtc.hpp"
+#include "driver.hpp"
+
+#include <memory>
+#include <string>
+
+namespace moejit::detail {
+
+/// A loaded CUlibrary, unloaded on destruction.
+class Module {
+ public:
+  Module(const Driver& driver, const std::string& cubin);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  CUlibrary get() const noexcept { return library_; }
+
+ private:
+  const Driver& driver_;
+  CUlibrary library_ = nullptr;
+};
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+class Kernel {
+ public:
+  Kernel(const Driver& driver, CUdevice device, std::shared_ptr<const Module> module, CompiledKernel info);
+
+  /// Block size and dynamic shared memory, fixed by the contract (set by the op at load).
+  void set_block(Dim3 block, unsigned dynamic_shared_bytes);
+  Dim3 block() const noexcept { return block_; }
+  unsigned dynamic_shared_bytes() const noexcept { return shared_; }
+  const CompiledKernel& info() const noexcept { return info_; }
+
+  /// Launches with `args` (one struct, passed by value) on `stream`. With `pdl`, the launch may
+  /// start while the previous kernel in the stream finishes (programmatic dependent launch).
+  template <class Args>
+  void launch(Dim3 grid, const Args& args, CUstream stream, bool pdl = false) const {
+    void* params[] = {const_cast<Args*>(&args)};
+    launch_raw(grid, params, stream, pdl);
+  }
+  void launch_raw(Dim3 grid, void** params, CUstream stream, bool pdl) const;
+
+ private:
+  const Driver& driver_;
+  CUdevice device_;
+  std::shared_ptr<const Module> module_;
+  CUkernel kernel_ = nullptr;
+  CompiledKernel info_;
+  Dim3 block_;
+  unsigned shared_ = 0;
+};
+
+}  // namespace moejit::detail

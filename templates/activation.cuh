@@ -1,0 +1,147 @@
+#pragma once
+// Gated activations (numerics.md "activation"): silu, gelu, gelu_tanh, swiglu_oai, situ.
+// Dense [T, 2d] -> [T, d], or masked [E, T_max, 2d] -> [E, T_max, d] where rows at or past
+// expert_num_tokens[e] are not written. fp32 math with the exact rounding points of numerics.md.
+//
+// Work split: the output is cut into chunks of kVec elements (16-byte loads for bf16/fp16);
+// each thread takes kUnroll chunks a kThreads stride apart, so a block covers a contiguous run
+// of kThreads * kUnroll chunks and a warp's loads are coalesced. All loads of a thread are
+// issued before the first use. A run-time flag selects a scalar path when the caller's
+// pointers are not aligned for vectors (offset views).
+//
+// Config (generated): kKind, kMasked, kD, kNumExperts, kInterleaved, kBeta, kInvBeta,
+// kLinearBeta, kInvLinearBeta, kAlpha, kLimit, kThreads, kVec, kUnroll, In, Out.
+
+#include "activation_args.h"
+#include "common.cuh"
+
+namespace moejit {
+
+enum class ActKind : int { silu = 0, gelu = 1, gelu_tanh = 2, swiglu_oai = 3, situ = 4 };
+
+template <class C>
+struct ActivationChecks {
+  static_assert(C::kD > 0, "d must be positive");
+  static_assert(is_pow2(C::kVec) && C::kD % C::kVec == 0, "kVec must be a power of two dividing d");
+  static_assert(C::kVec * sizeof(typename C::In) <= 16 && C::kVec * sizeof(typename C::Out) <= 16,
+                "a vector is at most 16 bytes");
+  static_assert(C::kThreads % 32 == 0 && C::kThreads <= 1024, "whole warps, at most 1024 threads");
+  static_assert(C::kUnroll >= 1 && C::kUnroll <= 8, "unroll in [1, 8]");
+  static_assert(!C::kMasked || C::kNumExperts > 0, "masked layout needs experts");
+  static constexpr bool ok = true;
+};
+
+/// One output element from its gate and up values, rounded as numerics.md says.
+template <class C>
+__device__ __forceinline__ typename C::Out activate(float g, float u) {
+  using Out = typename C::Out;
+  if constexpr (C::kKind == ActKind::silu) {
+    const float a = round_to<Out>(__fdiv_rn(g, add(1.0f, expf(-g))));
+    return from_float<Out>(mul(a, u));
+  } else if constexpr (C::kKind == ActKind::gelu) {
+    const float a = round_to<Out>(mul(mul(0.5f, g), add(1.0f, erff(mul(g, 0.70710678118654752f)))));
+    return from_float<Out>(mul(a, u));
+  } else if constexpr (C::kKind == ActKind::gelu_tanh) {
+    const float cube = mul(mul(g, g), g);
+    const float inner = mul(0.7978845608f, add(g, mul(0.044715f, cube)));
+    const float a = round_to<Out>(mul(mul(0.5f, g), add(1.0f, tanhf(inner))));
+    return from_float<Out>(mul(a, u));
+  } else if constexpr (C::kKind == ActKind::swiglu_oai) {
+    // NaN-propagating clamps: a comparison with NaN is false, so NaN passes through.
+    const float gc = g > C::kLimit ? C::kLimit : g;
+    const float uc = u > C::kLimit ? C::kLimit : (u < -C::kLimit ? -C::kLimit : u);
+    const float glu = mul(gc, sigmoid(mul(C::kAlpha, gc)));
+    return from_float<Out>(mul(add(uc, 1.0f), glu));
+  } else {  // situ
+    const float a = mul(mul(C::kBeta, tanhf(mul(g, C::kInvBeta))), sigmoid(g));
+    float v = u;
+    if constexpr (C::kLinearBeta > 0.0f) v = mul(C::kLinearBeta, tanhf(mul(u, C::kInvLinearBeta)));
+    return from_float<Out>(mul(a, v));
+  }
+}
+
+/// Processes the chunks of one run of `rows` rows starting at `in`/`out`; `first` is this
+/// thread's first chunk and `stride` the distance between a thread's successive runs.
+template <class C, int kV>
+__device__ __forceinline__ void activation_rows(const typename C::In* __restrict__ in,
+                                                typename C::Out* __restrict__ out, long long rows,
+                                                long long first, long long stride) {
+  using In = typename C::In;
+  using Out = typename C::Out;
+  constexpr long long kChunksPerRow = C::kD / kV;
+  const long long total = rows * kChunksPerRow;
+  for (long long base = first; base < total; base += stride) {
+    Vec<In, kV> g[C::kUnroll], u[C::kUnroll];
+    // Load: every load of this thread in flight before the first use.
+#pragma unroll
+    for (int k = 0; k < C::kUnroll; ++k) {
+      const long long c = base + static_cast<long long>(k) * C::kThreads;
+      if (c >= total) break;
+      const long long row = c / kChunksPerRow;
+      const long long col = (c - row * kChunksPerRow) * kV;
+      const In* src = in + row * (2 * C::kD);
+      if constexpr (C::kInterleaved && kV == 1) {
+        g[k].v[0] = src[2 * col];
+        u[k].v[0] = src[2 * col + 1];
+      } else if constexpr (C::kInterleaved) {
+        // [g0, u0, g1, u1, ...]: 2 * kV inputs give kV outputs.
+        const Vec<In, kV> lo = load_vec<In, kV>(src + 2 * col);
+        const Vec<In, kV> hi = load_vec<In, kV>(src + 2 * col + kV);
+#pragma unroll
+        for (int i = 0; i < kV / 2; ++i) {
+          g[k].v[i] = lo.v[2 * i];
+          u[k].v[i] = lo.v[2 * i + 1];
+          g[k].v[i + kV / 2] = hi.v[2 * i];
+          u[k].v[i + kV / 2] = hi.v[2 * i + 1];
+        }
+      } else {
+        g[k] = load_vec<In, kV>(src + col);
+        u[k] = load_vec<In, kV>(src + C::kD + col);
+      }
+    }
+    // Compute and store.
+#pragma unroll
+    for (int k = 0; k < C::kUnroll; ++k) {
+      const long long c = base + static_cast<long long>(k) * C::kThreads;
+      if (c >= total) break;
+      const long long row = c / kChunksPerRow;
+      const long long col = (c - row * kChunksPerRow) * kV;
+      Vec<Out, kV> o;
+#pragma unroll
+      for (int i = 0; i < kV; ++i) o.v[i] = activate<C>(to_float(g[k].v[i]), to_float(u[k].v[i]));
+      store_vec<Out, kV>(out + row * C::kD + col, o);
+    }
+  }
+}
+
+template <class C, int kV>
+__device__ __forceinline__ void activation_body(const ActivationArgs& args) {
+  using In = typename C::In;
+  using Out = typename C::Out;
+  const long long per_block = static_cast<long long>(C::kThreads) * C::kUnroll;
+  const long long first = blockIdx.x * per_block + threadIdx.x;
+  const long long stride = static_cast<long long>(gridDim.x) * per_block;
+  const In* in = static_cast<const In*>(args.in);
+  Out* out = static_cast<Out*>(args.out);
+  if constexpr (C::kMasked) {
+    const long long e = blockIdx.y;
+    long long rows = args.expert_num_tokens[e];
+    rows = rows < 0 ? 0 : (rows > args.tokens ? args.tokens : rows);
+    const long long offset = e * args.tokens;
+    activation_rows<C, kV>(in + offset * 2 * C::kD, out + offset * C::kD, rows, first, stride);
+  } else {
+    activation_rows<C, kV>(in, out, args.tokens, first, stride);
+  }
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::kThreads) activation_kernel(ActivationArgs args) {
+  static_assert(ActivationChecks<C>::ok);
+  if (args.vectorized) {
+    activation_body<C, C::kVec>(args);
+  } else {
+    activation_body<C, 1>(args);
+  }
+}
+
+}  // namespace moejit

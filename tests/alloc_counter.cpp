@@ -1,0 +1,18 @@
+#include "alloc_counter.hpp"
+
+#include <cstdlib>
+#include <new>
+
+namespace moejit::test {
+std::atomic<long> g_allocations{0};  // NOTE: test scaffolding, not library state
+}
+
+// NOTE: GCC pairs these replacements with the default ones and warns wrongly about free().
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t n) {
+  ++moejit::test::g_allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }

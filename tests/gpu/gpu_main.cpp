@@ -1,0 +1,26 @@
+// Main of the [gpu] tests: where no driver or GPU exists they skip with a visible message and
+// exit code 77, which CTest reports as "Skipped".
+#define CATCH_CONFIG_RUNNER
+#include <moejit/error.hpp>
+
+#include "gpu_common.hpp"
+#include "runtime/driver.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  try {
+    moejit::detail::Driver driver;
+    int count = 0;
+    if (driver.cuInit(0) != CUDA_SUCCESS || driver.cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0) {
+      std::printf("SKIPPED: no CUDA device here; the [gpu] tests run on an H200 (see bench/README.md)\n");
+      return 77;
+    }
+  } catch (const moejit::Error& e) {
+    std::printf("SKIPPED: %s; the [gpu] tests run on an H200 (see bench/README.md)\n", e.what());
+    return 77;
+  }
+  return Catch::Session().run(argc, argv);
+}

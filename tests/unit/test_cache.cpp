@@ -1,0 +1,339 @@
+// The cubin cache: publish/read round trips, corruption moved aside and recompiled, nothing
+// partial after a failure, unsafe directories refused, allocation-free lookups, upkeep, bundles,
+// and many real processes warming the same specs at once.
+#include <moejit/error.hpp>
+#include <moejit/options.hpp>
+#include <moejit/spec.hpp>
+
+#include "cache/cache.hpp"
+#include "cache/fs.hpp"
+#include "cache/warmup.hpp"
+#include "tests/alloc_counter.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <new>
+#include <regex>
+#include <thread>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+using namespace moejit;
+using namespace moejit::detail;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "moejit-test-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { remove_quietly(path); }
+};
+
+Options options_at(const fs::path& dir) {
+  auto o = Options::from_environment();
+  o.cache_dir = dir / "cache";
+  o.disk_cache = true;
+  return o;
+}
+
+Contract small_contract(int d = 8, const char* kind = "silu") {
+  return parse_spec(fmt::format(R"({{"op": "activation", "kind": "{}", "d": {}}})", kind, d), "t.json")
+      .ops[0]->contracts("sm_90a").front();
+}
+
+fs::path entry_dir(const Cache& cache, const Key& key) {
+  return cache.root() / key.hex().substr(0, 2) / key.hex();
+}
+
+std::size_t count_in(const fs::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
+  return n;
+}
+
+void overwrite(const fs::path& file, const std::string& data) { std::ofstream(file, std::ios::binary | std::ios::trunc) << data; }
+
+}  // namespace
+
+TEST_CASE("entries are compiled once, then read from disk, then from memory", "[cache]") {
+  TempDir tmp;
+  const auto options = options_at(tmp.path);
+  Compiler compiler(options.cuda_home);
+  const auto c = small_contract();
+  Key key;
+  {
+    Cache cache(options, compiler);
+    auto r = cache.get(c);
+    CHECK(r.source == Source::compiled);
+    key = r.entry->manifest.key;
+    CHECK(cache.get(c).source == Source::memory);
+    const auto dir = entry_dir(cache, key);
+    CHECK(fs::exists(dir / "kernel.cubin"));
+    CHECK(fs::exists(dir / "manifest.json"));
+    CHECK(count_in(cache.root() / "tmp") == 0);
+  }
+  Cache fresh(options, compiler);
+  auto r = fresh.get(c);
+  CHECK(r.source == Source::disk);
+  CHECK(r.entry->manifest.inputs.contract_text == c.text());
+  CHECK(r.entry->manifest.kernels.at(0).resources.registers > 0);
+}
+
+TEST_CASE("corrupt or truncated entries are moved aside and recompiled, never loaded", "[cache]") {
+  TempDir tmp;
+  const auto options = options_at(tmp.path);
+  Compiler compiler(options.cuda_home);
+  const auto c = small_contract();
+  Key key;
+  fs::path dir;
+  {
+    Cache cache(options, compiler);
+    key = cache.get(c).entry->manifest.key;
+    dir = entry_dir(cache, key);
+  }
+  const std::string good = read_file(dir / "kernel.cubin");
+  const std::string manifest = read_file(dir / "manifest.json");
+
+  auto damage = [&](const std::string& what) {
+    if (what == "flipped byte") {
+      std::string bad = good;
+      bad[bad.size() / 2] = static_cast<char>(bad[bad.size() / 2] ^ 0x40);
+      overwrite(dir / "kernel.cubin", bad);
+    } else if (what == "truncated cubin") {
+      overwrite(dir / "kernel.cubin", good.substr(0, good.size() / 3));
+    } else if (what == "empty cubin") {
+      overwrite(dir / "kernel.cubin", "");
+    } else if (what == "truncated manifest") {
+      overwrite(dir / "manifest.json", manifest.substr(0, manifest.size() / 2));
+    } else if (what == "missing cubin") {
+      fs::remove(dir / "kernel.cubin");
+    } else if (what == "edited contract") {
+      std::string m = manifest;
+      m.replace(m.find("d 8"), 3, "d 9");
+      overwrite(dir / "manifest.json", m);
+    }
+  };
+  for (const char* what : {"flipped byte", "truncated cubin", "empty cubin", "truncated manifest", "missing cubin", "edited contract"}) {
+    SECTION(what) {
+      damage(what);
+      Cache cache(options, compiler);
+      CHECK(cache.verify(false).size() == 1);
+      auto r = cache.get(c);
+      CHECK(r.source == Source::compiled);
+      CHECK(r.entry->cubin == good);
+      CHECK(count_in(cache.root() / "quarantine") == 1);
+      CHECK(cache.verify(false).empty());
+    }
+  }
+}
+
+TEST_CASE("a failed compile leaves nothing in the cache", "[cache]") {
+  TempDir tmp;
+  const auto options = options_at(tmp.path);
+  Compiler compiler(options.cuda_home);
+  Cache cache(options, compiler);
+  Contract bad("activation", "sm_90a", "activation.cuh");
+  bad.source = "#include \"activation.cuh\"\nstatic_assert(false, \"nope\");\n";
+  bad.kernels = {"moejit::activation_kernel<int>"};
+  CHECK_THROWS_AS(cache.get(bad), Error);
+  CHECK(cache.list().empty());
+  CHECK(count_in(cache.root() / "tmp") == 0);
+  CHECK(cache.find(cache.key_of(bad)) == nullptr);
+}
+
+TEST_CASE("staging directories of a process that died are never read, and are pruned when stale", "[cache]") {
+  TempDir tmp;
+  const auto options = options_at(tmp.path);
+  Compiler compiler(options.cuda_home);
+  Cache cache(options, compiler);
+  const auto c = small_contract();
+  const auto key = cache.key_of(c);
+  const auto stage = cache.root() / "tmp" / (key.hex() + ".12345.deadbeef");
+  fs::create_directories(stage);
+  overwrite(stage / "kernel.cubin", "half");
+  CHECK(cache.get(c).source == Source::compiled);
+  fs::last_write_time(stage, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  cache.prune(std::uint64_t{1} << 40);
+  CHECK_FALSE(fs::exists(stage));
+  CHECK(cache.list().size() == 1);
+}
+
+TEST_CASE("a cache directory that is not private is refused", "[cache]") {
+  TempDir tmp;
+  const auto options = options_at(tmp.path);
+  Compiler compiler(options.cuda_home);
+  fs::create_directories(options.cache_dir);
+  ::chmod(options.cache_dir.c_str(), 0777);
+  try {
+    Cache cache(options, compiler);
+    FAIL("a world-writable cache directory was accepted");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::cache);
+    CHECK(std::string(e.what()).find("world-writable") != std::string::npos);
+  }
+  ::chmod(options.cache_dir.c_str(), 0750);
+  CHECK_NOTHROW(Cache(options, compiler));
+  if (::geteuid() == 0) {  // only root can give a directory away
+    REQUIRE(::chown(options.cache_dir.c_str(), 65534, 65534) == 0);
+    try {
+      Cache cache(options, compiler);
+      FAIL("a cache directory owned by another user was accepted");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("owned by another user") != std::string::npos);
+    }
+  } else {
+    WARN("not root: the other-owner case is not exercised");
+  }
+}
+
+TEST_CASE("a lookup after warmup allocates nothing", "[cache]") {
+  TempDir tmp;
+  const auto options = options_at(tmp.path);
+  Compiler compiler(options.cuda_home);
+  Cache cache(options, compiler);
+  const auto c = small_contract();
+  const Key key = cache.get(c).entry->manifest.key;
+  const long before = moejit::test::g_allocations.load();
+  const CacheEntry* found = nullptr;
+  for (int i = 0; i < 1000; ++i) found = cache.find(key);
+  const long after = moejit::test::g_allocations.load();
+  CHECK(found != nullptr);
+  CHECK(after - before == 0);
+}
+
+TEST_CASE("threads asking for one key compile it once", "[cache]") {
+  TempDir tmp;
+  const auto options = options_at(tmp.path);
+  Compiler compiler(options.cuda_home);
+  Cache cache(options, compiler);
+  const auto c = small_contract(16, "gelu");
+  std::atomic<int> compiled{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&] {
+      if (cache.get(c).source == Source::compiled) ++compiled;
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(compiled == 1);
+}
+
+TEST_CASE("prune keeps the most recently used entries", "[cache]") {
+  TempDir tmp;
+  const auto options = options_at(tmp.path);
+  Compiler compiler(options.cuda_home);
+  Cache cache(options, compiler);
+  const auto old_c = small_contract(8), new_c = small_contract(16);
+  const auto old_key = cache.get(old_c).entry->manifest.key;
+  const auto new_key = cache.get(new_c).entry->manifest.key;
+  fs::last_write_time(entry_dir(cache, old_key) / "manifest.json", fs::file_time_type::clock::now() - std::chrono::hours(5));
+  const auto entries = cache.list();
+  REQUIRE(entries.size() == 2);
+  const auto r = cache.prune(std::max(entries[0].bytes, entries[1].bytes));
+  CHECK(r.removed == 1);
+  REQUIRE(cache.list().size() == 1);
+  CHECK(cache.list()[0].key_hex == new_key.hex());
+  CHECK(cache.prune(0).removed == 1);
+  CHECK(cache.list().empty());
+}
+
+TEST_CASE("export and import move a warmed cache to another path", "[cache]") {
+  TempDir a, b;
+  const auto opts_a = options_at(a.path), opts_b = options_at(b.path);
+  Compiler compiler(opts_a.cuda_home);
+  Cache src(opts_a, compiler);
+  src.get(small_contract(8));
+  src.get(small_contract(24, "gelu_tanh"));
+  const auto bundle = a.path / "bundle.moejit";
+  CHECK(src.export_bundle(bundle) == 2);
+
+  Cache dst(opts_b, compiler);
+  auto r = dst.import_bundle(bundle);
+  CHECK(r.imported == 2);
+  CHECK(dst.verify(false).empty());
+  CHECK(dst.get(small_contract(8)).source == Source::disk);
+  CHECK(dst.import_bundle(bundle).present == 2);
+
+  SECTION("a damaged bundle is refused as bad input") {
+    std::string data = read_file(bundle);
+    data[data.size() / 2] = static_cast<char>(data[data.size() / 2] ^ 1);
+    overwrite(bundle, data);
+    try {
+      dst.import_bundle(bundle);
+      FAIL("a damaged bundle was accepted");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::input);
+    }
+    overwrite(bundle, data.substr(0, data.size() / 2));
+    CHECK_THROWS_AS(dst.import_bundle(bundle), Error);
+  }
+}
+
+#ifdef MOEJIT_CLI
+TEST_CASE("many processes warming the same specs all end with valid entries, each key compiled once", "[cache][processes]") {
+  TempDir tmp;
+  const auto spec = tmp.path / "spec.json";
+  overwrite(spec, R"({"model": "m", "archs": ["sm_90a"], "ops": [
+    {"name": "a", "op": "activation", "kind": "silu", "d": 40},
+    {"name": "b", "op": "activation", "kind": "gelu", "d": 48},
+    {"name": "c", "op": "activation", "kind": "situ", "beta": 2.0, "d": 56},
+    {"name": "d", "op": "activation", "kind": "silu", "d": 40, "layout": "masked", "num_experts": 3}]})");
+  const std::string cache_env = "MOEJIT_CACHE_DIR=" + (tmp.path / "cache").string();
+  constexpr int kProcesses = 6;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < kProcesses; ++i) {
+    const auto out = (tmp.path / fmt::format("out{}.txt", i)).string();
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    std::vector<std::string> env_strings = {cache_env, "MOEJIT_JOBS=2"};
+    for (char** e = environ; *e; ++e) {
+      if (std::string(*e).rfind("MOEJIT_", 0) != 0) env_strings.emplace_back(*e);
+    }
+    std::vector<char*> envp;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::string exe = MOEJIT_CLI, cmd = "warmup", q = "-q", file = spec.string();
+    char* argv[] = {exe.data(), cmd.data(), q.data(), file.data(), nullptr};
+    pid_t pid = 0;
+    REQUIRE(posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, envp.data()) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+    pids.push_back(pid);
+  }
+  int compiled = 0;
+  for (int i = 0; i < kProcesses; ++i) {
+    int status = 0;
+    REQUIRE(waitpid(pids[static_cast<std::size_t>(i)], &status, 0) == pids[static_cast<std::size_t>(i)]);
+    const auto text = read_file(tmp.path / fmt::format("out{}.txt", i));
+    INFO("process " << i << " printed:\n" << text);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    std::smatch m;
+    REQUIRE(std::regex_search(text, m, std::regex(R"(: (\d+) compiled)")));
+    compiled += std::stoi(m[1]);
+  }
+  CHECK(compiled == 4);  // four distinct keys, each compiled by exactly one process
+
+  auto options = Options::from_environment();
+  options.cache_dir = tmp.path / "cache";
+  Compiler compiler(options.cuda_home);
+  Cache cache(options, compiler);
+  CHECK(cache.list().size() == 4);
+  CHECK(cache.verify(false).empty());
+  CHECK(count_in(cache.root() / "tmp") == 0);
+}
+#endif

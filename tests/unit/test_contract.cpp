@@ -1,0 +1,138 @@
+// Contracts, generated stubs and cache keys: canonical, complete, and free of paths,
+// timestamps and environment.
+#include <moejit/contract.hpp>
+#include <moejit/spec.hpp>
+
+#include "compiler/codegen.hpp"
+#include "compiler/embedded_templates.hpp"
+#include "compiler/key.hpp"
+#include "compiler/nvrtc.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+using namespace moejit;
+using namespace moejit::detail;
+
+namespace {
+
+Contract contract_of(const std::string& op_json, const std::string& arch = "sm_90a") {
+  return parse_spec(op_json, "t.json").ops[0]->contracts(arch).front();
+}
+
+const std::string kSitu = R"({"op": "activation", "kind": "situ", "beta": 4.0, "linear_beta": 25.0, "d": 3072})";
+
+Toolchain toolchain() { return Toolchain{"13.0", {"-std=c++17", "-default-device", "--ptxas-options=-v"}}; }
+
+}  // namespace
+
+TEST_CASE("the canonical text holds every field and nothing else", "[contract]") {
+  const auto c = contract_of(kSitu);
+  const auto text = c.text();
+  CHECK(text.rfind("moejit-contract 1\nfamily activation\ntemplate activation.cuh\narch sm_90a\n", 0) == 0);
+  for (const char* field : {"kind situ", "layout dense", "d 3072", "dtype bf16", "out_dtype bf16", "beta 4", "linear_beta 25",
+                            "threads 256", "vec 8", "unroll 4"}) {
+    CHECK(text.find(std::string(field) + "\n") != std::string::npos);
+  }
+  CHECK(text.find("t.json") == std::string::npos);  // no file names, no op names
+  CHECK(text.find("activation_0") == std::string::npos);
+}
+
+TEST_CASE("equal ops give equal contracts; any code-changing field changes it", "[contract]") {
+  const auto a = contract_of(kSitu);
+  const auto b = contract_of(R"({"op": "activation", "name": "other", "kind": "situ", "linear_beta": 25, "beta": 4, "d": 3072, "dtype": "bf16"})");
+  CHECK(a.text() == b.text());
+  CHECK(a.text() != contract_of(kSitu, "sm_100a").text());
+  CHECK(a.text() != contract_of(R"({"op": "activation", "kind": "situ", "beta": 4.5, "linear_beta": 25.0, "d": 3072})").text());
+  CHECK(a.text() != contract_of(R"({"op": "activation", "kind": "situ", "beta": 4.0, "d": 3072})").text());
+  CHECK(a.text() != contract_of(R"({"op": "activation", "kind": "situ", "beta": 4.0, "linear_beta": 25.0, "d": 3071})").text());
+}
+
+TEST_CASE("a contract text parses back", "[contract]") {
+  const auto c = contract_of(kSitu);
+  const auto back = parse_contract_text(c.text());
+  CHECK(back.family() == "activation");
+  CHECK(back.arch() == "sm_90a");
+  CHECK(back.template_name() == "activation.cuh");
+  CHECK(back.fields() == c.fields());
+  CHECK(back.text() == c.text());
+}
+
+TEST_CASE("the generated stub is named constants plus one instantiation", "[contract]") {
+  const auto c = contract_of(kSitu);
+  CHECK(c.source.find("#include \"activation.cuh\"") != std::string::npos);
+  CHECK(c.source.find("static constexpr long long kD = 3072;") != std::string::npos);
+  CHECK(c.source.find("static constexpr float kBeta = 0x1p+2f;") != std::string::npos);
+  std::size_t instantiations = 0;
+  for (auto p = c.source.find("template __global__"); p != std::string::npos; p = c.source.find("template __global__", p + 1)) {
+    ++instantiations;
+  }
+  CHECK(instantiations == 1);
+  REQUIRE(c.kernels.size() == 1);
+  CHECK(c.kernels[0] == "moejit::activation_kernel<moejit_generated::Config>");
+}
+
+TEST_CASE("float spellings are exact", "[contract]") {
+  for (float x : {1.702f, 0.04f, 25.0f, 1e-20f, -3.25f, 0.0f, 3.4028235e38f, 1.4e-45f}) {
+    const auto lit = float_literal(x);
+    CHECK(std::strtof(lit.c_str(), nullptr) == x);
+    CHECK(std::strtof(canonical_float(x).c_str(), nullptr) == x);
+  }
+  CHECK(canonical_float(1.702f) == "1.702");
+  CHECK(float_literal(-0.0f) == "-0.0f");
+}
+
+TEST_CASE("keys hash every input and nothing else", "[contract]") {
+  const auto c = contract_of(kSitu);
+  const auto base = key_inputs(c, toolchain());
+  const auto k = make_key(base);
+  CHECK(make_key(key_inputs(contract_of(kSitu), toolchain())) == k);
+
+  auto changed = base;
+  changed.nvrtc_version = "13.1";
+  CHECK_FALSE(make_key(changed) == k);
+  changed = base;
+  changed.options.push_back("-lineinfo");
+  CHECK_FALSE(make_key(changed) == k);
+  changed = base;
+  changed.template_hash[0] = changed.template_hash[0] == '0' ? '1' : '0';
+  CHECK_FALSE(make_key(changed) == k);
+  changed = base;
+  changed.schema_version += 1;
+  CHECK_FALSE(make_key(changed) == k);
+  CHECK_FALSE(make_key(key_inputs(contract_of(kSitu, "sm_100a"), toolchain())) == k);
+
+  // Length-prefixed: moving a boundary between parts changes the key.
+  changed = base;
+  changed.options = {"-std=c++17-default-device", "--ptxas-options=-v"};
+  CHECK_FALSE(make_key(changed) == k);
+}
+
+TEST_CASE("the compiler's toolchain identity has no paths or environment in it", "[contract]") {
+  Compiler a("/usr/local/cuda"), b("/some/other/cuda");
+  CHECK(a.toolchain().options == b.toolchain().options);
+  CHECK(a.toolchain().nvrtc_version == b.toolchain().nvrtc_version);
+  for (const auto& o : a.toolchain().options) CHECK(o.find('/') == std::string::npos);
+  CHECK(make_key(key_inputs(contract_of(kSitu), a.toolchain())) == make_key(key_inputs(contract_of(kSitu), b.toolchain())));
+}
+
+TEST_CASE("keys print as 32 hex digits and parse back", "[contract]") {
+  const auto k = make_key(key_inputs(contract_of(kSitu), toolchain()));
+  const auto hex = k.hex();
+  CHECK(hex.size() == 32);
+  CHECK(Key::from_hex(hex) == k);
+  CHECK_FALSE(Key::from_hex("xyz").has_value());
+  CHECK_FALSE(Key::from_hex(std::string(32, 'g')).has_value());
+}
+
+TEST_CASE("templates are embedded with closure hashes", "[contract]") {
+  const auto& act = find_template("activation.cuh");
+  const auto& common = find_template("common.cuh");
+  CHECK(act.closure_hash.size() == 32);
+  CHECK(act.closure_hash != common.closure_hash);
+  CHECK(act.text.find("activation_kernel") != std::string_view::npos);
+  for (const auto& t : embedded_templates()) CHECK_FALSE(t.text.empty());
+}

@@ -1,0 +1,132 @@
+// NVRTC: every template compiles for sm_90a and sm_100a over a sweep of contracts, with no
+// spills and no local memory; compile errors carry the log, options and source.
+#include <moejit/error.hpp>
+#include <moejit/options.hpp>
+#include <moejit/spec.hpp>
+
+#include "cache/warmup.hpp"
+#include "compiler/nvrtc.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace moejit;
+using namespace moejit::detail;
+
+namespace {
+
+Options memory_only() {
+  auto o = Options::from_environment();
+  o.disk_cache = false;
+  return o;
+}
+
+// Compiles every contract of the ops (all archs) on a thread pool and checks each kernel's
+// resource report.
+void compile_all(const std::vector<std::string>& op_jsons) {
+  const auto options = memory_only();
+  Compiler compiler(options.cuda_home);
+  Cache cache(options, compiler);
+  std::vector<WarmupJob> jobs;
+  for (const auto& json : op_jsons) {
+    const auto spec = parse_spec(json, "sweep.json");
+    for (const char* arch : {"sm_90a", "sm_100a"}) {
+      for (auto& c : spec.ops[0]->contracts(arch)) jobs.push_back({json, std::move(c)});
+    }
+  }
+  const auto outcomes = warmup(cache, jobs, std::max(2u, std::thread::hardware_concurrency()));
+  for (const auto& o : outcomes) {
+    INFO("contract:\n" << o.contract->text() << "error: " << o.error);
+    REQUIRE(o.error.empty());
+    REQUIRE(o.entry);
+    CHECK_FALSE(o.entry->cubin.empty());
+    for (const auto& k : o.entry->manifest.kernels) {
+      INFO("kernel " << k.name_expression);
+      CHECK(k.resources.registers > 0);
+      CHECK(k.resources.spill_store_bytes == 0);
+      CHECK(k.resources.spill_load_bytes == 0);
+      CHECK(k.resources.stack_bytes == 0);
+      CHECK_FALSE(k.lowered_name.empty());
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every activation contract compiles for sm_90a and sm_100a without spills", "[nvrtc]") {
+  std::vector<std::string> ops;
+  const std::vector<std::pair<std::string, std::string>> dtypes = {{"bf16", "bf16"}, {"fp16", "fp16"}, {"fp32", "fp32"}, {"bf16", "fp32"}};
+  for (const char* kind : {"silu", "gelu", "gelu_tanh", "swiglu_oai", "situ"}) {
+    for (const char* layout : {"dense", "masked"}) {
+      for (const auto& [in, out] : dtypes) {
+        for (int d : {7, 3072}) {
+          std::string extra = std::string(kind) == "situ" ? R"(, "beta": 4.0, "linear_beta": 25.0)" : "";
+          if (std::string(layout) == "masked") extra += R"(, "num_experts": 5)";
+          if (std::string(kind) == "swiglu_oai" || d == 7) extra += R"(, "interleaved": true)";
+          ops.push_back(fmt::format(R"({{"op": "activation", "kind": "{}", "layout": "{}", "d": {}, "dtype": "{}", "out_dtype": "{}"{}}})",
+                                    kind, layout, d, in, out, extra));
+        }
+      }
+    }
+  }
+  compile_all(ops);
+}
+
+TEST_CASE("the ptxas report is parsed per kernel", "[nvrtc]") {
+  const std::string log =
+      "ptxas info    : 59 bytes gmem\n"
+      "ptxas info    : Compiling entry function '_Z1av' for 'sm_90a'\n"
+      "ptxas info    : Function properties for _Z1av\n"
+      "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem, 400 bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function '_Z1bv' for 'sm_90a'\n"
+      "ptxas info    : Function properties for _Z1bv\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 12 registers, used 0 barriers\n";
+  const auto r = parse_ptxas_report(log);
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].first == "_Z1av");
+  CHECK(r[0].second == KernelResources{40, 2048, 16, 8, 4, 1});
+  CHECK(r[1].second == KernelResources{12, 0, 0, 0, 0, 0});
+}
+
+TEST_CASE("a compile error carries the log, the options and the generated source", "[nvrtc]") {
+  Compiler compiler(Options::from_environment().cuda_home);
+  Contract c("activation", "sm_90a", "activation.cuh");
+  c.source = "#include \"activation.cuh\"\nthis is not C++;\n";
+  c.kernels = {"moejit::activation_kernel<int>"};
+  try {
+    compiler.compile(c);
+    FAIL("no compile error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::compile);
+    CHECK(e.fields().log.find("error") != std::string::npos);
+    CHECK(e.fields().options.find("--gpu-architecture=sm_90a") != std::string::npos);
+    CHECK(e.fields().source == c.source);
+    CHECK(std::string(e.what()).find("--- generated source ---") != std::string::npos);
+  }
+}
+
+TEST_CASE("a missing CUDA toolkit is a clear error at the first compile", "[nvrtc]") {
+  Compiler compiler("/nonexistent/cuda");
+  const auto spec = parse_spec(R"({"op": "activation", "kind": "silu", "d": 8})", "t.json");
+  try {
+    compiler.compile(spec.ops[0]->contracts("sm_90a").front());
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("CUDA_HOME") != std::string::npos);
+    CHECK(e.fields().found == "/nonexistent/cuda/include");
+  }
+}
+
+TEST_CASE("PTX is emitted for the virtual arch", "[nvrtc]") {
+  Compiler compiler(Options::from_environment().cuda_home);
+  const auto spec = parse_spec(R"({"op": "activation", "kind": "silu", "d": 8})", "t.json");
+  const auto out = compiler.compile(spec.ops[0]->contracts("sm_90a").front(), Emit::ptx);
+  CHECK(out.binary.find(".target sm_90a") != std::string::npos);
+  CHECK(out.binary.find(".entry") != std::string::npos);
+}

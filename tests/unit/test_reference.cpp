@@ -1,0 +1,132 @@
+// The CPU references themselves: conversions are bit-exact, and the activation math follows
+// numerics.md (rounding points, clamps, non-finite inputs, masked rows left alone).
+#include <moejit/spec.hpp>
+
+#include "reference/activation.hpp"
+#include "reference/numeric.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+using namespace moejit;
+using namespace moejit::reference;
+
+namespace {
+
+const ActivationSpec& act(const Spec& s) { return dynamic_cast<const ActivationSpec&>(*s.ops[0]); }
+
+std::uint32_t bits(float x) {
+  std::uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("bf16 and fp16 round trips are exact for every bit pattern", "[reference]") {
+  for (std::uint32_t b = 0; b < 65536; ++b) {
+    const auto h = static_cast<std::uint16_t>(b);
+    const float fb = bf16_to_float(h);
+    if (!std::isnan(fb)) CHECK(float_to_bf16(fb) == h);
+    const float fh = half_to_float(h);
+    if (!std::isnan(fh)) CHECK(float_to_half(fh) == h);
+  }
+}
+
+TEST_CASE("fp32 to bf16/fp16 rounds to nearest even", "[reference]") {
+  CHECK(float_to_bf16(1.0f) == 0x3F80);
+  CHECK(float_to_bf16(bf16_to_float(0x3F80) + std::ldexp(1.0f, -8)) == 0x3F80);   // tie, to even
+  CHECK(float_to_bf16(bf16_to_float(0x3F81) + std::ldexp(1.0f, -8)) == 0x3F82);   // tie, to even
+  CHECK(float_to_bf16(std::numeric_limits<float>::infinity()) == 0x7F80);
+  CHECK(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+  CHECK(float_to_half(65504.0f) == 0x7BFF);
+  CHECK(float_to_half(65520.0f) == 0x7C00);
+  CHECK(float_to_half(5.960464477539063e-08f) == 0x0001);  // smallest subnormal
+  CHECK(float_to_half(2.980232238769531e-08f) == 0x0000);  // half of it: tie to even (0)
+  CHECK(float_to_half(-0.0f) == 0x8000);
+#if defined(__FLT16_MANT_DIG__)
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<std::uint32_t> any;
+  for (int i = 0; i < 200000; ++i) {
+    std::uint32_t b = any(rng);
+    float x;
+    std::memcpy(&x, &b, 4);
+    if (std::isnan(x)) continue;
+    const _Float16 h = static_cast<_Float16>(x);
+    std::uint16_t hb;
+    std::memcpy(&hb, &h, 2);
+    INFO("x bits " << bits(x));
+    CHECK(float_to_half(x) == hb);
+  }
+#endif
+}
+
+TEST_CASE("ulp distances", "[reference]") {
+  const std::uint16_t a[] = {0x3F80, 0x3F80, 0x7FC0, 0x8001};
+  const std::uint16_t b[] = {0x3F80, 0x3F81, 0x7FC0, 0x0001};
+  CHECK(ulp_distance(DType::bf16, a, b, 0) == 0);
+  CHECK(ulp_distance(DType::bf16, a, b, 1) == 1);
+  CHECK(ulp_distance(DType::bf16, a, b, 2) == 0);  // both NaN
+  CHECK(ulp_distance(DType::bf16, a, b, 3) == 2);  // across zero
+}
+
+TEST_CASE("activation elements follow numerics.md", "[reference]") {
+  const auto silu = parse_spec(R"({"op": "activation", "kind": "silu", "d": 1})", "t.json");
+  const auto situ = parse_spec(R"({"op": "activation", "kind": "situ", "d": 1, "beta": 4.0, "linear_beta": 25.0})", "t.json");
+  const auto situ_plain = parse_spec(R"({"op": "activation", "kind": "situ", "d": 1, "beta": 4.0})", "t.json");
+  const auto swiglu = parse_spec(R"({"op": "activation", "kind": "swiglu_oai", "d": 1, "out_dtype": "fp32"})", "t.json");
+  const auto gelu32 = parse_spec(R"({"op": "activation", "kind": "gelu", "d": 1, "dtype": "fp32", "out_dtype": "fp32"})", "t.json");
+
+  // silu rounds twice: bf16(float(bf16(silu(g))) * u)
+  const float g = 1.3f, u = -2.7f;
+  const float once = round_to(DType::bf16, static_cast<float>(g / (1 + std::exp(-g))));
+  CHECK(activation_element(act(silu), g, u) == round_to(DType::bf16, once * u));
+  CHECK(activation_element(act(silu), 0.0f, 5.0f) == 0.0f);
+
+  // situ against a double-precision evaluation (one rounding at the end)
+  const double expect = 4.0 * std::tanh(g / 4.0) / (1 + std::exp(-g)) * 25.0 * std::tanh(u / 25.0);
+  CHECK(std::fabs(activation_element(act(situ), g, u) - expect) <= std::fabs(expect) * 1.0 / 128);
+  CHECK(activation_element(act(situ_plain), 50.0f, 1.0f) == round_to(DType::bf16, 4.0f * std::tanh(12.5f)));
+
+  // swiglu_oai clamps the gate above and the up half on both sides; NaN passes through
+  const float big = activation_element(act(swiglu), 100.0f, 100.0f);
+  CHECK(big == (7.0f + 1.0f) * (7.0f / (1.0f + std::exp(-1.702f * 7.0f))));
+  CHECK(activation_element(act(swiglu), 1.0f, -100.0f) == (-7.0f + 1.0f) * (1.0f / (1.0f + std::exp(-1.702f))));
+  CHECK(std::isnan(activation_element(act(swiglu), std::nanf(""), 1.0f)));
+
+  // non-finite inputs follow IEEE
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  CHECK(activation_element(act(gelu32), 0.0f, kInf) != activation_element(act(gelu32), 0.0f, kInf));  // 0 * inf = NaN
+  CHECK(activation_element(act(silu), kInf, 1.0f) == kInf);
+}
+
+TEST_CASE("the masked reference writes only each expert's first rows", "[reference]") {
+  const auto spec = parse_spec(R"({"op": "activation", "kind": "silu", "d": 4, "layout": "masked", "num_experts": 3})", "t.json");
+  const auto& op = act(spec);
+  const std::int64_t tokens = 5;
+  auto tensors = make_tensors(op, tokens);
+  Rng rng(3);
+  harness_for("activation").fill_inputs(op, tensors, tokens, rng, 0);
+  std::int32_t* counts = tensors[1].as<std::int32_t>();
+  counts[0] = 0;
+  counts[1] = 2;
+  counts[2] = 9;  // clamped to T
+  tensors[2].fill_bytes(std::byte{0x5A});
+  harness_for("activation").run(op, tensors, tokens);
+  const auto* out = tensors[2].as<std::uint16_t>();
+  for (std::int64_t e = 0; e < 3; ++e) {
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const bool written = t < std::min<std::int64_t>(counts[e], tokens);
+      for (int j = 0; j < 4; ++j) {
+        const auto v = out[(e * tokens + t) * 4 + j];
+        INFO("expert " << e << " row " << t);
+        if (!written) CHECK(v == 0x5A5A);
+      }
+    }
+  }
+  CHECK(harness_for("activation").bytes_moved(op, tensors, tokens) == (0 + 2 + 5) * 4 * (2 * 2 + 2) + 3 * 4);
+}

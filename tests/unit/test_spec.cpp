@@ -1,0 +1,150 @@
+// Spec parsing and validation: every bad input gives one error naming file, pointer, found and
+// expected; defaults are filled in and the canonical form is stable.
+#include <moejit/error.hpp>
+#include <moejit/spec.hpp>
+
+#include "compiler/ops/activation.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using namespace moejit;
+
+namespace {
+
+// Parses `text` expecting a spec error at `pointer` whose message contains `words`.
+void expect_error(const std::string& text, const std::string& pointer, const std::string& words) {
+  INFO("spec: " << text);
+  try {
+    parse_spec(text, "t.json");
+    FAIL("no error for a bad spec");
+  } catch (const Error& e) {
+    INFO("error: " << e.what());
+    CHECK(e.kind() == ErrorKind::spec);
+    CHECK(e.is_bad_input());
+    CHECK(e.fields().file == "t.json");
+    CHECK(e.fields().pointer == pointer);
+    CHECK(std::string(e.what()).find(words) != std::string::npos);
+  }
+}
+
+std::string situ(const std::string& extra) {
+  return R"({"model": "m", "ops": [{"op": "activation", "kind": "situ", "d": 3072)" + extra + "}]}";
+}
+
+}  // namespace
+
+TEST_CASE("a model spec parses with defaults filled in", "[spec]") {
+  const auto spec = parse_spec(situ(R"(, "beta": 4.0, "linear_beta": 25.0)"), "k3.json");
+  REQUIRE(spec.ops.size() == 1);
+  CHECK(spec.model == "m");
+  CHECK(spec.archs == std::vector<std::string>{"sm_90a", "sm_100a"});
+  const auto& a = dynamic_cast<const ActivationSpec&>(*spec.ops[0]);
+  CHECK(a.name == "activation_0");
+  CHECK(a.kind == ActivationKind::situ);
+  CHECK(a.layout == ActivationLayout::dense);
+  CHECK(a.dtype == DType::bf16);
+  CHECK(a.out_dtype == DType::bf16);
+  CHECK(a.beta == 4.0f);
+  CHECK(a.linear_beta == 25.0f);
+  CHECK(spec.op("activation_0").name == "activation_0");
+  CHECK(spec.op("0").name == "activation_0");
+}
+
+TEST_CASE("a single-op file is a spec of one op", "[spec]") {
+  const auto spec = parse_spec(R"({"op": "activation", "kind": "silu", "d": 7, "archs": ["sm_90a"]})", "one.json");
+  REQUIRE(spec.ops.size() == 1);
+  CHECK(spec.ops[0]->name == "activation");
+  CHECK(spec.archs == std::vector<std::string>{"sm_90a"});
+}
+
+TEST_CASE("the canonical form fills defaults and does not depend on spelling", "[spec]") {
+  const auto a = parse_spec(situ(R"(, "beta": 4, "linear_beta": -1, "layout": "dense")"), "a.json");
+  const auto b = parse_spec(R"({"model": "m", "ops": [{"d": 3072, "beta": 4.0, "kind": "situ", "op": "activation", "dtype": "bf16"}]})", "b.json");
+  CHECK(a.canonical_json() == b.canonical_json());
+  CHECK(a.canonical_json().find("linear_beta") == std::string::npos);  // <= 0 means unset
+  const auto alpha = parse_spec(R"({"op": "activation", "kind": "swiglu_oai", "d": 8})", "c.json");
+  CHECK(alpha.ops[0]->canonical_json().find("\"alpha\":1.702") != std::string::npos);
+}
+
+TEST_CASE("malformed JSON is one clear error", "[spec]") {
+  expect_error(R"({"model": "m", "ops": [)", "", "malformed JSON");
+  expect_error(R"({"op": "activation", "kind": "situ", "d": 8, "beta": NaN})", "", "malformed JSON");
+  expect_error(R"({"op": "activation", "kind": "situ", "d": 8, "beta": 1e999})", "", "overflow");
+  expect_error(R"({"op": "activation", "kind": "situ", "d": 8, "beta": 1, "beta": 2})", "", "appears twice");
+  expect_error(R"([1, 2])", "/", "expected a JSON object");
+}
+
+TEST_CASE("unknown ops and fields are rejected with their pointer", "[spec]") {
+  expect_error(R"({"model": "m", "ops": [{"op": "softmax_everything"}]})", "/ops/0/op", "unknown op");
+  expect_error(situ(R"(, "beta": 4, "betta": 1)"), "/ops/0/betta", "unknown field 'betta'");
+  expect_error(R"({"model": "m", "ops": [], "x": 1})", "/ops", "non-empty");
+  expect_error(R"({"model": "m", "ops": [{"op": "activation", "kind": "silu", "d": 8}], "extra": 1})", "/extra", "unknown field");
+  expect_error(R"({"ops": [{"op": "activation", "kind": "silu", "d": 8}]})", "/model", "missing required field");
+}
+
+TEST_CASE("situ needs a positive finite beta", "[spec]") {
+  expect_error(situ(""), "/ops/0/beta", "situ needs 'beta'");
+  expect_error(situ(R"(, "beta": 0)"), "/ops/0/beta", "must be > 0");
+  expect_error(situ(R"(, "beta": -1.5)"), "/ops/0/beta", "found -1.5");
+  expect_error(situ(R"(, "beta": "4")"), "/ops/0/beta", "must be a number");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "beta": 1})", "/beta", "applies only to kind situ");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "alpha": 1})", "/alpha", "applies only to kind swiglu_oai");
+  expect_error(R"({"op": "activation", "kind": "swiglu_oai", "d": 8, "limit": 0})", "/limit", "must be > 0");
+}
+
+TEST_CASE("sizes must be positive integers in range", "[spec]") {
+  expect_error(R"({"model": "m", "ops": [{"op": "activation", "kind": "silu", "d": 0}]})", "/ops/0/d", "out of range");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": -4})", "/d", "out of range");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 3.5})", "/d", "must be an integer");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 18446744073709551615})", "/d", "out of range");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "layout": "masked"})", "/num_experts", "missing required field");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "layout": "masked", "num_experts": 0})", "/num_experts", "out of range");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "num_experts": 4})", "/num_experts", "applies only to layout masked");
+}
+
+TEST_CASE("dtypes, archs, kinds and names are checked", "[spec]") {
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "dtype": "fp8"})", "/dtype", "one of bf16, fp16, fp32");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "out_dtype": "int32"})", "/out_dtype", "unsupported dtype");
+  expect_error(R"({"op": "activation", "kind": "relu", "d": 8})", "/kind", "unknown kind 'relu'");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "archs": ["sm_75"]})", "/archs/0", "unsupported arch");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "archs": []})", "/archs", "non-empty");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "interleaved": 1})", "/interleaved", "true or false");
+  expect_error(R"({"model": "m", "ops": [{"op": "activation", "kind": "silu", "d": 8, "name": "a"},
+                                         {"op": "activation", "kind": "gelu", "d": 8, "name": "a"}]})", "/ops/1/name", "duplicate op name");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "name": "12"})", "/name", "invalid op name");
+}
+
+TEST_CASE("an unknown op name or index is a usage error", "[spec]") {
+  const auto spec = parse_spec(R"({"op": "activation", "kind": "silu", "d": 8})", "t.json");
+  CHECK_THROWS_AS(spec.op("nope"), Error);
+  CHECK_THROWS_AS(spec.op("1"), Error);
+  try {
+    spec.op("nope");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::usage);
+  }
+}
+
+TEST_CASE("a missing spec file is a spec error", "[spec]") {
+  CHECK_THROWS_AS(load_spec("/nonexistent/spec.json"), Error);
+}
+
+TEST_CASE("activation tensors are declared with their shapes", "[spec]") {
+  const auto dense = parse_spec(R"({"op": "activation", "kind": "silu", "d": 7})", "t.json");
+  const auto t = dense.ops[0]->tensors();
+  REQUIRE(t.size() == 2);
+  CHECK(t[0].name == "x");
+  CHECK(t[0].shape_text() == "[T, 14]");
+  CHECK(t[1].shape_text() == "[T, 7]");
+  CHECK(t[1].bytes_for(3) == 3 * 7 * 2);
+  const auto masked = parse_spec(R"({"op": "activation", "kind": "silu", "d": 8, "layout": "masked", "num_experts": 4, "out_dtype": "fp32"})", "t.json");
+  const auto m = masked.ops[0]->tensors();
+  REQUIRE(m.size() == 3);
+  CHECK(m[0].shape_text() == "[4, T, 16]");
+  CHECK(m[1].name == "expert_num_tokens");
+  CHECK(m[1].dtype == DType::i32);
+  CHECK(m[2].keeps_unwritten);
+  CHECK(m[2].bytes_for(5) == 4 * 5 * 8 * 4);
+}

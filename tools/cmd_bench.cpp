@@ -1,0 +1,71 @@
+// moejit bench SPEC [--op NAME] [--tokens T,...] [--calls N] [--replays N] [--json FILE] [--device N]
+// Per-call time of each op (performance.md's method: N calls per CUDA graph, median of replays,
+// inputs rotated past L2), against the device-to-device copy bandwidth measured in the same run.
+#include <moejit/context.hpp>
+#include <moejit/error.hpp>
+#include <moejit/op.hpp>
+
+#include "cli.hpp"
+#include "op_runner.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <fstream>
+
+namespace moejit::tools {
+
+Action add_bench(CLI::App& app) {
+  struct Opts {
+    std::string spec, op, json;
+    std::vector<std::int64_t> tokens;
+    int calls = 20, replays = 7, device = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand("bench", "Time each op of a spec on the GPU against the measured copy bandwidth");
+  sub->add_option("spec", o->spec, "spec file")->required();
+  sub->add_option("--op", o->op, "only this op (name or index)");
+  sub->add_option("--tokens", o->tokens, "token counts (default: the op's list)")->delimiter(',');
+  sub->add_option("--calls", o->calls, "calls captured per CUDA graph")->check(CLI::Range(1, 1000));
+  sub->add_option("--replays", o->replays, "graph replays; the median is reported")->check(CLI::Range(1, 1000));
+  sub->add_option("--json", o->json, "also write the results as JSON to this file");
+  sub->add_option("--device", o->device, "GPU ordinal");
+  return [o] {
+    const Spec spec = load_spec(o->spec);
+    const auto ops = select_ops(spec, o->op);
+    Context context(Options::from_environment(), o->device);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::unique_ptr<Op>> loaded;
+    for (const auto& op : ops) loaded.push_back(context.load(op));
+    const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+    detail::Stream stream(context.driver());
+    const double copy = measure_copy_bandwidth(context, stream);
+    fmt::print("device: {} ({}, {} SMs); copy bandwidth {:.0f} GB/s (read + write); ops loaded in {:.1f} ms\n",
+               context.device().name, context.device().arch, context.device().sm_count, copy / 1e9, load_ms);
+    fmt::print("{:<24} {:>7} {:>10} {:>11} {:>9} {:>7}\n", "op", "T", "us/call", "bytes", "GB/s", "%copy");
+    nlohmann::json results = nlohmann::json::array();
+    for (const auto& op : loaded) {
+      const auto& harness = reference::harness_for(op->spec().family());
+      for (auto t : o->tokens.empty() ? harness.bench_tokens(op->spec()) : o->tokens) {
+        const auto r = bench_case(context, *op, stream, t, copy, o->calls, o->replays);
+        fmt::print("{:<24} {:>7} {:>10.2f} {:>11} {:>9.0f} {:>6.1f}%\n", op->spec().name, t, r.us_per_call,
+                   human_bytes(r.bytes), r.gb_per_s, 100 * r.copy_fraction);
+        results.push_back({{"op", op->spec().name}, {"family", op->spec().family()},
+                           {"op_spec", nlohmann::json::parse(op->spec().canonical_json())}, {"tokens", t},
+                           {"us_per_call", r.us_per_call}, {"bytes", r.bytes}, {"GBps", r.gb_per_s},
+                           {"copy_fraction", r.copy_fraction}});
+      }
+    }
+    if (!o->json.empty()) {
+      nlohmann::json j{{"spec", spec.file}, {"device", context.device().name}, {"arch", context.device().arch},
+                       {"copy_GBps", copy / 1e9}, {"load_ms", load_ms}, {"calls", o->calls}, {"replays", o->replays},
+                       {"results", results}};
+      std::ofstream(o->json) << j.dump(2) << "\n";
+    }
+    return kOk;
+  };
+}
+
+}  // namespace moejit::tools

@@ -1,0 +1,58 @@
+// moejit check SPEC [--op NAME] [--tokens T,...] [--seed N] [--device N]
+// Every op on the GPU against its CPU reference, over the op's input variants and token counts.
+#include <moejit/context.hpp>
+#include <moejit/error.hpp>
+#include <moejit/op.hpp>
+
+#include "cli.hpp"
+#include "op_runner.hpp"
+
+#include <fmt/format.h>
+
+namespace moejit::tools {
+
+Action add_check(CLI::App& app) {
+  struct Opts {
+    std::string spec, op;
+    std::vector<std::int64_t> tokens;
+    std::uint64_t seed = 1;
+    int device = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand("check", "Run each op of a spec on the GPU and compare with the CPU reference");
+  sub->add_option("spec", o->spec, "spec file")->required();
+  sub->add_option("--op", o->op, "only this op (name or index)");
+  sub->add_option("--tokens", o->tokens, "token counts to check (default: the op's sweep)")->delimiter(',');
+  sub->add_option("--seed", o->seed, "random seed");
+  sub->add_option("--device", o->device, "GPU ordinal");
+  return [o] {
+    const Spec spec = load_spec(o->spec);
+    const auto ops = select_ops(spec, o->op);
+    for (auto t : o->tokens) {
+      if (t < 0) throw Error({.kind = ErrorKind::usage, .message = "negative token count", .found = std::to_string(t)});
+    }
+    Context context(Options::from_environment(), o->device);
+    std::size_t cases = 0, failed = 0;
+    for (const auto& op_spec : ops) {
+      const auto op = context.load(op_spec);
+      const auto& harness = reference::harness_for(op_spec->family());
+      const auto tokens = o->tokens.empty() ? harness.check_tokens(*op_spec) : o->tokens;
+      for (int variant = 0; variant < harness.variants(); ++variant) {
+        for (auto t : tokens) {
+          ++cases;
+          const auto r = check_case(context, *op, {variant, t, o->seed + static_cast<std::uint64_t>(cases)});
+          fmt::print("{} {} [{}] T={}\n", r.passed() ? "PASS" : "FAIL", op_spec->name, harness.variant_name(variant), t);
+          if (r.passed()) continue;
+          ++failed;
+          for (const auto& f : r.failures) fmt::print("  {}\n", f);
+          fmt::print("  contract:\n{}", op_spec->contracts(context.device().arch).front().text());
+        }
+      }
+    }
+    fmt::print("check: {} cases on {} ({}): {} passed, {} failed\n", cases, context.device().name, context.device().arch,
+               cases - failed, failed);
+    return failed ? kCheckFailed : kOk;
+  };
+}
+
+}  // namespace moejit::tools

@@ -1,0 +1,112 @@
+// moejit compile SPEC [--op NAME] [--arch ARCH] [--emit report|source|ptx|cubin|contract] [-o PATH]
+#include <moejit/error.hpp>
+
+#include "cache/cache.hpp"
+#include "cli.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace moejit::tools {
+
+namespace {
+
+struct Opts {
+  std::string spec;
+  std::string op;
+  std::string arch;
+  std::string emit = "report";
+  std::string output;
+};
+
+struct Item {
+  std::string op;
+  Contract contract;
+};
+
+void write_output(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary);
+  out << data;
+  if (!out) throw Error({.kind = ErrorKind::io, .message = "cannot write output", .file = path});
+}
+
+// Several contracts go to a directory (one file each), one contract to the file named by -o.
+std::string output_path(const Opts& o, const Item& item, std::size_t count, std::string_view ext) {
+  if (count == 1 && !std::filesystem::is_directory(o.output)) return o.output;
+  std::filesystem::create_directories(o.output);
+  return (std::filesystem::path(o.output) / fmt::format("{}.{}.{}", item.op, item.contract.arch(), ext)).string();
+}
+
+int emit_report(detail::Cache& cache, const std::vector<Item>& items) {
+  fmt::print("{:<20} {:<8} {:<9} {:>5} {:>6} {:>6} {:>6}  {:<32}  {}\n", "op", "arch", "source", "regs", "smem",
+             "stack", "spill", "key", "kernel");
+  for (const auto& item : items) {
+    auto r = cache.get(item.contract);
+    for (const auto& k : r.entry->manifest.kernels) {
+      const auto& res = k.resources;
+      fmt::print("{:<20} {:<8} {:<9} {:>5} {:>6} {:>6} {:>6}  {:<32}  {}\n", item.op, item.contract.arch(),
+                 detail::to_string(r.source), res.registers, res.shared_bytes, res.stack_bytes,
+                 res.spill_store_bytes + res.spill_load_bytes, r.entry->manifest.key.hex(), k.name_expression);
+    }
+  }
+  return kOk;
+}
+
+}  // namespace
+
+Action add_compile(CLI::App& app) {
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand("compile", "Instantiate and compile a spec's kernels, and show what came out");
+  sub->add_option("spec", o->spec, "spec file")->required();
+  sub->add_option("--op", o->op, "only this op (name or index)");
+  sub->add_option("--arch", o->arch, "target arch (default: the spec's archs)");
+  sub->add_option("--emit", o->emit, "what to show: report (registers, shared memory, spills), source, ptx, cubin, contract")
+      ->check(CLI::IsMember({"report", "source", "ptx", "cubin", "contract"}));
+  sub->add_option("-o,--output", o->output, "write to this file (a directory when there are several contracts)");
+  return [o] {
+    const Spec spec = load_spec(o->spec);
+    if (!o->arch.empty() && !is_supported_arch(o->arch)) {
+      throw Error({.kind = ErrorKind::usage, .message = "unsupported arch", .found = o->arch,
+                   .expected = "sm_90a, sm_100a, ... (Hopper or newer)"});
+    }
+    const auto archs = o->arch.empty() ? spec.archs : std::vector<std::string>{o->arch};
+    std::vector<Item> items;
+    for (const auto& op : select_ops(spec, o->op)) {
+      for (const auto& arch : archs) {
+        for (auto& c : op->contracts(arch)) items.push_back({op->name, std::move(c)});
+      }
+    }
+    const auto options = Options::from_environment();
+    detail::Compiler compiler(options.cuda_home);
+    detail::Cache cache(options, compiler);
+    if (o->emit == "report") return emit_report(cache, items);
+    if (o->emit == "cubin" && o->output.empty()) {
+      throw Error({.kind = ErrorKind::usage, .message = "--emit cubin writes binary files", .expected = "-o FILE or -o DIR"});
+    }
+    for (const auto& item : items) {
+      std::string text;
+      std::string ext;
+      if (o->emit == "source") {
+        text = item.contract.source, ext = "cu";
+      } else if (o->emit == "contract") {
+        text = item.contract.text(), ext = "contract";
+      } else if (o->emit == "ptx") {
+        text = compiler.compile(item.contract, detail::Emit::ptx).binary, ext = "ptx";
+      } else {
+        text = cache.get(item.contract).entry->cubin, ext = "cubin";
+      }
+      if (!o->output.empty()) {
+        const auto path = output_path(*o, item, items.size(), ext);
+        write_output(path, text);
+        fmt::print(stderr, "wrote {} ({} {})\n", path, item.op, item.contract.arch());
+      } else {
+        fmt::print("// ---- op {} arch {} key {}\n{}\n", item.op, item.contract.arch(), cache.key_of(item.contract).hex(), text);
+      }
+    }
+    return kOk;
+  };
+}
+
+}  // namespace moejit::tools

@@ -1,0 +1,221 @@
+// moejit run SPEC --op NAME|INDEX --in NAME=FILE.npy ... --out-dir DIR [--tokens T] [--repeat N]
+//            [--init NAME=FILE.npy ...] [--describe] [--device N]
+// Replays one op on captured tensors: every input is checked against the op's declaration
+// before anything touches the GPU; outputs are written as DIR/<name>.npy.
+#include <moejit/context.hpp>
+#include <moejit/error.hpp>
+#include <moejit/op.hpp>
+
+#include "cli.hpp"
+#include "npy.hpp"
+#include "op_runner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <cstring>
+#include <map>
+
+namespace moejit::tools {
+
+namespace {
+
+struct Opts {
+  std::string spec, op, out_dir;
+  std::vector<std::string> in, init;
+  std::int64_t tokens = -1;
+  int repeat = 1, device = 0;
+  bool describe = false;
+  bool reference = false;
+};
+
+std::string dtype_text(DType t) {
+  return t == DType::bf16 ? "bfloat16 (.npy: uint16 raw bits)" : std::string(numpy_name(t));
+}
+
+int describe(const Spec& spec, const OpSpec& op) {
+  fmt::print("op {} ({}) of {}; T is the token count, given at run time\n", op.name, op.family(), spec.file);
+  for (auto role : {TensorRole::input, TensorRole::output}) {
+    fmt::print("{}:\n", role == TensorRole::input ? "inputs" : "outputs");
+    for (const auto& t : op.tensors()) {
+      if (t.role != role) continue;
+      std::string extra = t.optional ? " (optional)" : "";
+      if (!t.note.empty()) extra += "  -- " + t.note;
+      fmt::print("  {:<20} {:<18} {}{}\n", t.name, t.shape_text(), dtype_text(t.dtype), extra);
+    }
+  }
+  fmt::print("bfloat16 tensors travel as uint16 arrays holding the raw bf16 bits (NumPy has no bfloat16).\n");
+  return kOk;
+}
+
+[[noreturn]] void bad(std::string message, std::string file, std::string name, std::string found, std::string expected) {
+  throw Error({.kind = ErrorKind::input, .message = std::move(message), .file = std::move(file), .pointer = std::move(name),
+               .found = std::move(found), .expected = std::move(expected)});
+}
+
+// "NAME=FILE" pairs, each name known to the op and given once, with the right role.
+std::map<std::string, std::string> bindings(const OpSpec& op, const std::vector<std::string>& pairs, TensorRole role) {
+  std::map<std::string, std::string> out;
+  const auto decls = op.tensors();
+  for (const auto& p : pairs) {
+    const auto eq = p.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == p.size()) {
+      bad("a binding must be NAME=FILE.npy", "", "", p, "NAME=FILE.npy");
+    }
+    const auto name = p.substr(0, eq);
+    auto it = std::find_if(decls.begin(), decls.end(), [&](const auto& d) { return d.name == name; });
+    std::vector<std::string> names;
+    for (const auto& d : decls) {
+      if (d.role == role) names.push_back(d.name);
+    }
+    if (it == decls.end() || it->role != role) {
+      bad(fmt::format("op '{}' has no {} named '{}'", op.name, role == TensorRole::input ? "input" : "output", name), "",
+          name, name, fmt::format("one of {}{}", fmt::join(names, ", "), role == TensorRole::output ? " (outputs take --init)" : ""));
+    }
+    if (!out.emplace(name, p.substr(eq + 1)).second) bad("tensor given twice", "", name, p, "each tensor once");
+  }
+  return out;
+}
+
+// The token count a tensor's shape implies (or -1 when its shape has no T).
+std::int64_t tokens_of(const TensorDecl& d, const NpyArray& a) {
+  for (std::size_t i = 0; i < d.shape.size() && i < a.shape.size(); ++i) {
+    if (d.shape[i].tokens) return a.shape[i];
+  }
+  return -1;
+}
+
+void check_array(const TensorDecl& d, const NpyArray& a, const std::string& file, std::int64_t tokens) {
+  if (a.type != npy_type_for(d.dtype)) {
+    bad(fmt::format("tensor '{}' has the wrong dtype", d.name), file, d.name, std::string(npy_type_name(a.type)),
+        std::string(npy_type_name(npy_type_for(d.dtype))) + (d.dtype == DType::bf16 ? " (raw bfloat16 bits)" : ""));
+  }
+  const auto want = d.shape_for(tokens);
+  if (a.shape != want) {
+    bad(fmt::format("tensor '{}' has the wrong shape for T = {}", d.name, tokens), file, d.name,
+        fmt::format("({})", fmt::join(a.shape, ", ")), fmt::format("({}) = {}", fmt::join(want, ", "), d.shape_text()));
+  }
+}
+
+void write_outputs(const std::string& dir, const std::vector<TensorDecl>& decls, const std::vector<reference::HostTensor>& host) {
+  std::filesystem::create_directories(dir);
+  for (std::size_t i = 0; i < decls.size(); ++i) {
+    if (decls[i].role != TensorRole::output) continue;
+    NpyArray a{npy_type_for(decls[i].dtype), host[i].shape,
+               std::string(reinterpret_cast<const char*>(host[i].data.data()), host[i].bytes())};
+    const auto path = std::filesystem::path(dir) / (decls[i].name + ".npy");
+    write_npy(path, a);
+    fmt::print("wrote {} ({}) {}\n", path.string(), fmt::join(host[i].shape, ", "), dtype_text(decls[i].dtype));
+  }
+}
+
+}  // namespace
+
+Action add_run(CLI::App& app) {
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand("run", "Run one op of a spec on tensors from .npy files and save its outputs");
+  sub->add_option("spec", o->spec, "spec file")->required();
+  sub->add_option("--op", o->op, "the op (name or index)")->required();
+  sub->add_flag("--describe", o->describe, "list the op's inputs and outputs and exit");
+  sub->add_option("--in", o->in, "an input: NAME=FILE.npy (repeatable)");
+  sub->add_option("--init", o->init, "an output's initial contents: NAME=FILE.npy (repeatable)");
+  sub->add_option("--out-dir", o->out_dir, "directory for the outputs (<name>.npy)");
+  sub->add_option("--tokens", o->tokens, "token count (default: from the inputs' shapes)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--repeat", o->repeat, "run N times and print the median time per call")->check(CLI::Range(1, 100000));
+  sub->add_option("--device", o->device, "GPU ordinal");
+  sub->add_flag("--reference", o->reference, "compute the outputs with the CPU reference instead (no GPU needed)");
+  return [o] {
+    const Spec spec = load_spec(o->spec);
+    const OpSpec& op = spec.op(o->op);
+    if (o->describe) return describe(spec, op);
+    if (o->out_dir.empty()) bad("--out-dir is required to run", "", "", "", "--out-dir DIR");
+
+    const auto decls = op.tensors();
+    const auto ins = bindings(op, o->in, TensorRole::input);
+    const auto inits = bindings(op, o->init, TensorRole::output);
+    std::map<std::string, NpyArray> arrays;
+    for (const auto& [name, file] : ins) arrays.emplace(name, read_npy(file, name));
+    for (const auto& [name, file] : inits) arrays.emplace(name, read_npy(file, name));
+
+    for (const auto& d : decls) {
+      if (d.role == TensorRole::input && !d.optional && !arrays.count(d.name)) {
+        bad(fmt::format("missing input '{}'", d.name), "", d.name, "nothing",
+            fmt::format("--in {}=FILE.npy holding {} {}", d.name, d.shape_text(), dtype_text(d.dtype)));
+      }
+    }
+    // The token count: --tokens, else the first given tensor with a T dimension.
+    std::int64_t tokens = o->tokens;
+    std::string tokens_from = "--tokens";
+    for (const auto& d : decls) {
+      auto it = arrays.find(d.name);
+      if (tokens >= 0 || it == arrays.end()) continue;
+      tokens = tokens_of(d, it->second);
+      tokens_from = d.name;
+    }
+    if (tokens < 0) bad("cannot tell the token count", "", "", "no input with a T dimension", "--tokens T");
+
+    std::vector<reference::HostTensor> host;
+    for (const auto& d : decls) {
+      auto it = arrays.find(d.name);
+      if (it == arrays.end()) {
+        host.push_back(reference::HostTensor::like(d, tokens));  // outputs start as zeros
+        continue;
+      }
+      const auto& file = d.role == TensorRole::input ? ins.at(d.name) : inits.at(d.name);
+      const auto t = tokens_of(d, it->second);
+      if (t >= 0 && t != tokens) {
+        bad(fmt::format("token count mismatch: {} gives T = {}", tokens_from, tokens), file, d.name, fmt::format("T = {}", t),
+            fmt::format("T = {}", tokens));
+      }
+      check_array(d, it->second, file, tokens);
+      auto h = reference::HostTensor::like(d, tokens);
+      std::memcpy(h.data.data(), it->second.data.data(), h.bytes());
+      host.push_back(std::move(h));
+    }
+    std::vector<bool> bound;
+    for (const auto& d : decls) bound.push_back(d.role == TensorRole::output || arrays.count(d.name));
+
+    if (o->reference) {
+      reference::harness_for(op.family()).run(op, host, tokens);
+      write_outputs(o->out_dir, decls, host);
+      fmt::print("ran {} ({}) T={} on the CPU reference\n", op.name, op.family(), tokens);
+      return kOk;
+    }
+
+    // Every input checked: now the GPU.
+    Context context(Options::from_environment(), o->device);
+    std::shared_ptr<const OpSpec> chosen;
+    for (const auto& s : spec.ops) {
+      if (s.get() == &op) chosen = s;
+    }
+    const auto loaded = context.load(chosen);
+    auto device = upload(context.driver(), host);
+    for (std::size_t i = 0; i < decls.size(); ++i) {
+      if (!bound[i]) device.bindings[i] = {};
+    }
+    detail::Stream stream(context.driver());
+    std::vector<double> us;
+    for (int r = 0; r < o->repeat; ++r) {
+      if (r > 0) {  // every run starts from the same output contents
+        for (std::size_t i = 0; i < decls.size(); ++i) {
+          if (decls[i].role == TensorRole::output) device.buffers[i].upload(host[i].data.data(), host[i].bytes());
+        }
+      }
+      detail::Event start(context.driver()), stop(context.driver());
+      start.record(stream.get());
+      loaded->launch(device.bindings, tokens, stream.get());
+      stop.record(stream.get());
+      us.push_back(1000.0 * stop.since(start));
+    }
+    download_outputs(*loaded, device, host);
+
+    write_outputs(o->out_dir, decls, host);
+    std::sort(us.begin(), us.end());
+    fmt::print("ran {} ({}) T={} {} time{}: median {:.2f} us per call\n", op.name, op.family(), tokens, o->repeat,
+               o->repeat == 1 ? "" : "s", us[us.size() / 2]);
+    return kOk;
+  };
+}
+
+}  // namespace moejit::tools

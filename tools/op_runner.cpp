@@ -1,0 +1,84 @@
+#include "op_runner.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace moejit::tools {
+
+using reference::HostTensor;
+
+DeviceTensors upload(const detail::Driver& driver, std::span<const HostTensor> tensors) {
+  DeviceTensors d;
+  for (const auto& t : tensors) {
+    d.buffers.emplace_back(driver, t.bytes());
+    d.buffers.back().upload(t.data.data(), t.bytes());
+    d.bindings.push_back({d.buffers.back().ptr(), t.bytes()});
+  }
+  return d;
+}
+
+void download_outputs(const Op& op, const DeviceTensors& device, std::span<HostTensor> tensors) {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (op.tensors()[i].role != TensorRole::output) continue;
+    device.buffers[i].download(tensors[i].data.data(), tensors[i].bytes());
+  }
+}
+
+CheckResult check_case(Context& context, const Op& op, CheckCase c) {
+  const auto& harness = reference::harness_for(op.spec().family());
+  reference::Rng rng(c.seed);
+  auto want = reference::make_tensors(op.spec(), c.tokens);
+  harness.fill_inputs(op.spec(), want, c.tokens, rng, c.variant);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (op.tensors()[i].role == TensorRole::output) want[i].fill_bytes(kPoison);
+  }
+  auto got = want;
+
+  detail::Stream stream(context.driver());
+  auto device = upload(context.driver(), got);
+  op.launch(device.bindings, c.tokens, stream.get());
+  stream.synchronize();
+  download_outputs(op, device, got);
+
+  harness.run(op.spec(), want, c.tokens);
+  return {harness.compare(op.spec(), want, got, c.tokens)};
+}
+
+double measure_copy_bandwidth(Context& context, const detail::Stream& stream) {
+  constexpr std::size_t kBytes = std::size_t{1} << 30;
+  detail::DeviceBuffer a(context.driver(), kBytes), b(context.driver(), kBytes);
+  MOEJIT_CU(context.driver(), cuMemsetD8Async(a.address(), 0x3C, kBytes, stream.get()));
+  const double us = detail::time_per_call_us(context.driver(), stream, 5, 7, [&](int) {
+    MOEJIT_CU(context.driver(), cuMemcpyDtoDAsync(b.address(), a.address(), kBytes, stream.get()));
+  });
+  return 2.0 * static_cast<double>(kBytes) / (us * 1e-6);
+}
+
+BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
+                       double copy_bandwidth, int calls, int replays) {
+  const auto& harness = reference::harness_for(op.spec().family());
+  reference::Rng rng(1234);
+  auto host = reference::make_tensors(op.spec(), tokens);
+  harness.fill_inputs(op.spec(), host, tokens, rng, 0);
+
+  // NOTE: enough tensor sets that `calls` successive launches span at least 3x the L2.
+  std::size_t set_bytes = 0;
+  for (const auto& t : host) set_bytes += t.bytes();
+  const auto l2 = static_cast<std::size_t>(context.device().l2_bytes);
+  const int sets = static_cast<int>(std::clamp<std::size_t>((3 * l2 + set_bytes) / std::max<std::size_t>(set_bytes, 1), 1,
+                                                            static_cast<std::size_t>(calls)));
+  std::vector<DeviceTensors> device;
+  for (int s = 0; s < sets; ++s) device.push_back(upload(context.driver(), host));
+
+  BenchResult r;
+  r.tokens = tokens;
+  r.us_per_call = detail::time_per_call_us(context.driver(), stream, calls, replays, [&](int call) {
+    op.launch(device[static_cast<std::size_t>(call % sets)].bindings, tokens, stream.get());
+  });
+  r.bytes = harness.bytes_moved(op.spec(), host, tokens);
+  r.gb_per_s = r.bytes / (r.us_per_call * 1e-6) / 1e9;
+  r.copy_fraction = r.bytes / (r.us_per_call * 1e-6) / copy_bandwidth;
+  return r;
+}
+
+}  // namespace moejit::tools

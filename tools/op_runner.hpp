@@ -1,0 +1,62 @@
+#pragma once
+// The generic device side of `moejit check`, `bench` and `run` (and the GPU tests): tensors
+// go up and down by their declarations, the op's harness supplies inputs, the reference and the
+// tolerance. No per-op code lives here.
+
+#include <moejit/context.hpp>
+#include <moejit/op.hpp>
+
+#include "reference/harness.hpp"
+#include "runtime/device.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace moejit::tools {
+
+/// One device buffer per declared tensor, and the bindings to launch with.
+struct DeviceTensors {
+  std::vector<detail::DeviceBuffer> buffers;
+  std::vector<Buffer> bindings;
+};
+
+DeviceTensors upload(const detail::Driver& driver, std::span<const reference::HostTensor> tensors);
+/// Copies the op's outputs back into `tensors` (inputs are left alone).
+void download_outputs(const Op& op, const DeviceTensors& device, std::span<reference::HostTensor> tensors);
+
+/// The byte outputs are filled with before a launch: finite in every dtype, so an unwritten
+/// element is caught by comparison and a NaN written by mistake is not taken for the poison.
+inline constexpr std::byte kPoison{0x5A};
+
+struct CheckCase {
+  int variant = 0;
+  std::int64_t tokens = 0;
+  std::uint64_t seed = 0;
+};
+
+struct CheckResult {
+  std::vector<std::string> failures;  ///< empty when the case passed
+  bool passed() const noexcept { return failures.empty(); }
+};
+
+/// Runs one case on the GPU and on the CPU reference and compares them.
+CheckResult check_case(Context& context, const Op& op, CheckCase c);
+
+struct BenchResult {
+  std::int64_t tokens = 0;
+  double us_per_call = 0;
+  double bytes = 0;     ///< the op's minimum bytes moved
+  double gb_per_s = 0;
+  double copy_fraction = 0;  ///< achieved bandwidth over the measured copy bandwidth
+};
+
+/// Device-to-device copy bandwidth, bytes read + written per second, timed like the ops.
+double measure_copy_bandwidth(Context& context, const detail::Stream& stream);
+/// Times `calls` launches per graph replay (median of `replays`), rotating through enough copies
+/// of the tensors that successive calls are not served from L2.
+BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
+                       double copy_bandwidth, int calls = 20, int replays = 7);
+
+}  // namespace moejit::tools
