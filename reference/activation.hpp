@@ -18,8 +18,10 @@ void activation_reference(const ActivationSpec& op, const HostTensor& x, const s
 
 class ActivationHarness final : public OpHarness {
  public:
-  int variants() const override { return 2; }
+  int variants() const override { return 3; }
+  int bench_variant() const override { return 2; }
   std::string variant_name(int variant) const override;
+  std::vector<std::int64_t> check_tokens(const OpSpec& op) const override;
   void fill_inputs(const OpSpec& op, std::span<HostTensor> tensors, std::int64_t tokens, Rng& rng,
                    int variant) const override;
   void run(const OpSpec& op, std::span<HostTensor> tensors, std::int64_t tokens) const override;

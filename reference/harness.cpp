@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <thread>
+
 namespace moejit::reference {
 
 HostTensor HostTensor::zeros(DType dtype, std::vector<std::int64_t> shape) {
@@ -35,6 +38,22 @@ const OpHarness& harness_for(std::string_view family) {
   static const ActivationHarness kActivation;  // NOTE: stateless, immutable
   if (family == "activation") return kActivation;
   throw Error({.kind = ErrorKind::usage, .message = "no reference for op family", .found = std::string(family)});
+}
+
+void parallel_rows(std::int64_t rows, const std::function<void(std::int64_t)>& body) {
+  const auto n = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::int64_t per = (rows + n - 1) / n;
+  if (rows < 64 || n == 1) {
+    for (std::int64_t r = 0; r < rows; ++r) body(r);
+    return;
+  }
+  std::vector<std::thread> threads;
+  for (std::int64_t begin = 0; begin < rows; begin += per) {
+    threads.emplace_back([&, begin] {
+      for (std::int64_t r = begin; r < std::min(rows, begin + per); ++r) body(r);
+    });
+  }
+  for (auto& t : threads) t.join();
 }
 
 std::vector<HostTensor> make_tensors(const OpSpec& op, std::int64_t tokens) {

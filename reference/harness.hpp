@@ -7,6 +7,7 @@
 
 #include "host_tensor.hpp"
 
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,6 +23,8 @@ class OpHarness {
   /// non-finite values, empty experts, ...).
   virtual int variants() const { return 1; }
   virtual std::string variant_name(int variant) const;
+  /// The variant `bench` times (the op's typical inputs).
+  virtual int bench_variant() const { return 0; }
   /// Token counts a check sweeps, and those a bench times.
   virtual std::vector<std::int64_t> check_tokens(const OpSpec& op) const;
   virtual std::vector<std::int64_t> bench_tokens(const OpSpec& op) const;
@@ -42,6 +45,9 @@ class OpHarness {
 
 /// The harness of an op family; throws moejit::Error (usage) when none exists.
 const OpHarness& harness_for(std::string_view family);
+
+/// Runs body(row) for rows [0, rows) on all cores (references of large checks).
+void parallel_rows(std::int64_t rows, const std::function<void(std::int64_t)>& body);
 
 /// Allocates host tensors for an op at `tokens` (zeros).
 std::vector<HostTensor> make_tensors(const OpSpec& op, std::int64_t tokens);

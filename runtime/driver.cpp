@@ -4,9 +4,27 @@
 
 #include <fmt/format.h>
 
+#include <string>
+#include <string_view>
+
 #include <dlfcn.h>
 
 namespace moejit::detail {
+
+namespace {
+
+// cuGetProcAddress takes base names: "cuMemAlloc_v2" -> "cuMemAlloc"; the version argument
+// selects the variant.
+std::string base_symbol(std::string_view expanded) {
+  const auto v = expanded.rfind("_v");
+  if (v != std::string_view::npos && v + 2 < expanded.size() &&
+      expanded.find_first_not_of("0123456789", v + 2) == std::string_view::npos) {
+    expanded = expanded.substr(0, v);
+  }
+  return std::string(expanded);
+}
+
+}  // namespace
 
 Driver::Driver() {
   handle_ = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -22,21 +40,27 @@ Driver::Driver() {
     throw Error({.kind = ErrorKind::driver, .message = "the CUDA driver is too old (no cuGetProcAddress_v2)",
                  .call = "dlsym", .expected = "a driver for CUDA 12 or newer"});
   }
-#define MOEJIT_DRIVER_RESOLVE(name)                                                              \
-  {                                                                                              \
-    void* fn = nullptr;                                                                          \
-    CUdriverProcAddressQueryResult status{};                                                     \
-    if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS \
-        || !fn) {                                                                                \
-      ::dlclose(handle_);                                                                        \
-      throw Error({.kind = ErrorKind::driver, .message = "the CUDA driver lacks an entry point",  \
-                   .call = "cuGetProcAddress", .found = #name,                                   \
-                   .expected = fmt::format("a driver supporting CUDA {}", CUDA_VERSION)});       \
-    }                                                                                            \
-    name = reinterpret_cast<decltype(name)>(fn);                                                 \
-  }
+  auto resolve = [&](const char* expanded) {
+    const std::string symbol = base_symbol(expanded);
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult status{};
+    if (get_proc(symbol.c_str(), &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || !fn) {
+      ::dlclose(handle_);
+      throw Error({.kind = ErrorKind::driver, .message = "the CUDA driver lacks an entry point", .call = "cuGetProcAddress",
+                   .found = symbol, .expected = fmt::format("a driver supporting CUDA {}", CUDA_VERSION)});
+    }
+    return fn;
+  };
+  // NOTE: the name is stringified after macro expansion (cuGraphInstantiate is really
+  // cuGraphInstantiateWithFlags, cuMemAlloc is cuMemAlloc_v2), so the symbol asked for is the
+  // function whose prototype decltype picked.
+#define MOEJIT_STRINGIFY_EXPANDED(x) MOEJIT_STRINGIFY(x)
+#define MOEJIT_STRINGIFY(x) #x
+#define MOEJIT_DRIVER_RESOLVE(name) name = reinterpret_cast<decltype(name)>(resolve(MOEJIT_STRINGIFY_EXPANDED(name)));
   MOEJIT_DRIVER_FUNCTIONS(MOEJIT_DRIVER_RESOLVE)
 #undef MOEJIT_DRIVER_RESOLVE
+#undef MOEJIT_STRINGIFY
+#undef MOEJIT_STRINGIFY_EXPANDED
 }
 
 Driver::~Driver() {

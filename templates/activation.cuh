@@ -39,12 +39,15 @@ __device__ __forceinline__ typename C::Out activate(float g, float u) {
     const float a = round_to<Out>(__fdiv_rn(g, add(1.0f, expf(-g))));
     return from_float<Out>(mul(a, u));
   } else if constexpr (C::kKind == ActKind::gelu) {
-    const float a = round_to<Out>(mul(mul(0.5f, g), add(1.0f, erff(mul(g, 0.70710678118654752f)))));
+    // NOTE: 1 + erf(x) as erfc(-x): equal, but without the cancellation for negative x that
+    // lets two correct erff implementations disagree in every bit of the result.
+    const float a = round_to<Out>(mul(mul(0.5f, g), erfcf(-mul(g, 0.70710678118654752f))));
     return from_float<Out>(mul(a, u));
   } else if constexpr (C::kKind == ActKind::gelu_tanh) {
+    // NOTE: 0.5 * (1 + tanh(y)) as 1 / (1 + exp(-2y)), for the same reason.
     const float cube = mul(mul(g, g), g);
     const float inner = mul(0.7978845608f, add(g, mul(0.044715f, cube)));
-    const float a = round_to<Out>(mul(mul(0.5f, g), add(1.0f, tanhf(inner))));
+    const float a = round_to<Out>(__fdiv_rn(g, add(1.0f, expf(-mul(2.0f, inner)))));
     return from_float<Out>(mul(a, u));
   } else if constexpr (C::kKind == ActKind::swiglu_oai) {
     // NaN-propagating clamps: a comparison with NaN is false, so NaN passes through.

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <unistd.h>
 
@@ -15,13 +16,19 @@ std::vector<Spec> load_specs(const std::vector<std::string>& args) {
   return specs;
 }
 
-std::vector<std::shared_ptr<const OpSpec>> select_ops(const Spec& spec, const std::string& op) {
-  if (op.empty()) return spec.ops;
-  const OpSpec& chosen = spec.op(op);
-  for (const auto& o : spec.ops) {
-    if (o.get() == &chosen) return {o};
+std::vector<std::shared_ptr<const OpSpec>> select_ops(const Spec& spec, const std::string& ops) {
+  if (ops.empty()) return spec.ops;
+  std::vector<std::shared_ptr<const OpSpec>> out;
+  std::size_t start = 0;
+  while (start <= ops.size()) {
+    const auto comma = std::min(ops.find(',', start), ops.size());
+    const OpSpec& chosen = spec.op(std::string_view(ops).substr(start, comma - start));
+    for (const auto& o : spec.ops) {
+      if (o.get() == &chosen) out.push_back(o);
+    }
+    start = comma + 1;
   }
-  return {};
+  return out;
 }
 
 std::string human_bytes(double bytes) {

@@ -30,8 +30,8 @@ Action add_run(CLI::App& app);
 
 /// Loads every spec named by files or directories (specs/).
 std::vector<Spec> load_specs(const std::vector<std::string>& args);
-/// The ops an --op selection names (all when empty).
-std::vector<std::shared_ptr<const OpSpec>> select_ops(const Spec& spec, const std::string& op);
+/// The ops an --op selection names: names or indices, comma-separated; all when empty.
+std::vector<std::shared_ptr<const OpSpec>> select_ops(const Spec& spec, const std::string& ops);
 /// "12.3 MB", "512 B"
 std::string human_bytes(double bytes);
 /// Parses "500M", "2G", "1048576" into bytes; throws moejit::Error (usage).

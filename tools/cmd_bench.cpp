@@ -25,7 +25,7 @@ Action add_bench(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("bench", "Time each op of a spec on the GPU against the measured copy bandwidth");
   sub->add_option("spec", o->spec, "spec file")->required();
-  sub->add_option("--op", o->op, "only this op (name or index)");
+  sub->add_option("--op", o->op, "only these ops (names or indices, comma-separated)");
   sub->add_option("--tokens", o->tokens, "token counts (default: the op's list)")->delimiter(',');
   sub->add_option("--calls", o->calls, "calls captured per CUDA graph")->check(CLI::Range(1, 1000));
   sub->add_option("--replays", o->replays, "graph replays; the median is reported")->check(CLI::Range(1, 1000));

@@ -21,7 +21,7 @@ Action add_check(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("check", "Run each op of a spec on the GPU and compare with the CPU reference");
   sub->add_option("spec", o->spec, "spec file")->required();
-  sub->add_option("--op", o->op, "only this op (name or index)");
+  sub->add_option("--op", o->op, "only these ops (names or indices, comma-separated)");
   sub->add_option("--tokens", o->tokens, "token counts to check (default: the op's sweep)")->delimiter(',');
   sub->add_option("--seed", o->seed, "random seed");
   sub->add_option("--device", o->device, "GPU ordinal");

@@ -60,7 +60,7 @@ Action add_compile(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("compile", "Instantiate and compile a spec's kernels, and show what came out");
   sub->add_option("spec", o->spec, "spec file")->required();
-  sub->add_option("--op", o->op, "only this op (name or index)");
+  sub->add_option("--op", o->op, "only these ops (names or indices, comma-separated)");
   sub->add_option("--arch", o->arch, "target arch (default: the spec's archs)");
   sub->add_option("--emit", o->emit, "what to show: report (registers, shared memory, spills), source, ptx, cubin, contract")
       ->check(CLI::IsMember({"report", "source", "ptx", "cubin", "contract"}));

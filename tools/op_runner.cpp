@@ -59,7 +59,7 @@ BenchResult bench_case(Context& context, const Op& op, const detail::Stream& str
   const auto& harness = reference::harness_for(op.spec().family());
   reference::Rng rng(1234);
   auto host = reference::make_tensors(op.spec(), tokens);
-  harness.fill_inputs(op.spec(), host, tokens, rng, 0);
+  harness.fill_inputs(op.spec(), host, tokens, rng, harness.bench_variant());
 
   // NOTE: enough tensor sets that `calls` successive launches span at least 3x the L2.
   std::size_t set_bytes = 0;

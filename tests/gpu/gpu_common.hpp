@@ -47,7 +47,7 @@ inline void check(const Op& op, tools::CheckCase c) {
   if (r.passed()) return;
   std::string text;
   for (const auto& f : r.failures) text += "  " + f + "\n";
-  FAIL("op " << op.spec().canonical_json() << "\nvariant " << c.variant << " T=" << c.tokens << " seed " << c.seed
+  FAIL_CHECK("op " << op.spec().canonical_json() << "\nvariant " << c.variant << " T=" << c.tokens << " seed " << c.seed
              << "\n" << text << "contract:\n" << op.spec().contracts(gpu_context().device().arch).front().text());
 }
 

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Activations side by side: moejit (through `moejit bench`) and the torch versions a user would
+otherwise pick (eager and torch.compile), in one script run on one GPU, timed alike
+(performance.md: N calls captured in one CUDA graph, median of replays, inputs rotated past L2),
+with the device-to-device copy bandwidth measured in the same run.
+
+  python3 bench/activation_torch.py --moejit build/moejit [--quick] [--json out.json]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import torch
+import torch.nn.functional as F
+
+CALLS, REPLAYS, L2 = 20, 7, 60 * 1024 * 1024
+BETA, LINEAR_BETA = 4.0, 25.0
+SPEC = os.path.join(os.path.dirname(__file__), "specs", "activation.json")
+
+
+def silu_and_mul(x):
+    d = x.shape[-1] // 2
+    return F.silu(x[..., :d]) * x[..., d:]
+
+
+def situ_and_mul(x):
+    d = x.shape[-1] // 2
+    g, u = x[..., :d].float(), x[..., d:].float()
+    return (BETA * torch.tanh(g / BETA) * torch.sigmoid(g) * (LINEAR_BETA * torch.tanh(u / LINEAR_BETA))).to(x.dtype)
+
+
+def time_per_call_us(fn, sets):
+    """CALLS calls in one CUDA graph, rotating through `sets`; median us per call over REPLAYS."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(3):
+            fn(sets[i % len(sets)])
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    keep = []
+    with torch.cuda.graph(graph):
+        for i in range(CALLS):
+            keep.append(fn(sets[i % len(sets)]))
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(REPLAYS):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1000 / CALLS)
+    return statistics.median(times)
+
+
+def copy_bandwidth():
+    a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").fill_(3)
+    b = torch.empty_like(a)
+    us = time_per_call_us(lambda x: b.copy_(x), [a])
+    return 2 * a.numel() / (us * 1e-6)
+
+
+DENSE_OPS = "silu_2048,silu_3072,silu_7168,situ_2048,situ_3072,situ_7168,gelu_2048,gelu_tanh_2048,swiglu_oai_2880"
+MASKED_OPS = "situ_3072_masked,silu_2048_masked"
+MASKED_TOKENS = [256, 2048, 8192]  # rows per expert; 8 experts half full = 1024, 8192, 32768 real rows
+
+
+def moejit_bench(moejit, ops, tokens):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "bench.json")
+        cmd = [moejit, "bench", SPEC, "--op", ops, "--tokens", ",".join(map(str, tokens)), "--json", out]
+        print("$", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+        with open(out) as f:
+            return json.load(f)
+
+
+def moejit_results(moejit, tokens):
+    dense = moejit_bench(moejit, DENSE_OPS, tokens)
+    masked = moejit_bench(moejit, MASKED_OPS, MASKED_TOKENS)
+    dense["results"] += masked["results"]
+    return dense
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--moejit", required=True)
+    p.add_argument("--quick", action="store_true", help="fewer shapes")
+    p.add_argument("--json")
+    a = p.parse_args()
+    tokens = [1, 16, 1024, 32768] if a.quick else [1, 16, 128, 1024, 8192, 32768]
+    widths = [2048, 3072, 7168]
+
+    mj = moejit_results(a.moejit, tokens)
+    ours = {(r["op"], r["tokens"]): r for r in mj["results"]}
+    copy = copy_bandwidth()
+    print(f"torch {torch.__version__}; copy bandwidth in this run: torch {copy / 1e9:.0f} GB/s, "
+          f"moejit bench {mj['copy_GBps']:.0f} GB/s; device {mj['device']}", flush=True)
+
+    compiled = {"silu": torch.compile(silu_and_mul), "situ": torch.compile(situ_and_mul)}
+    eager = {"silu": silu_and_mul, "situ": situ_and_mul}
+    rows = []
+    header = (f"{'op':<6} {'d':>5} {'T':>6} | {'moejit us':>10} {'%copy':>6} | {'eager us':>9} | "
+              f"{'compile us':>10} {'%copy':>6} | {'x compile':>9}")
+    print(header)
+    for kind in ("silu", "situ"):
+        for d in widths:
+            for t in tokens:
+                bytes_moved = t * d * 2 * 3
+                n = max(1, min(CALLS, -(-3 * L2 // (t * 2 * d * 2 + t * d * 2))))
+                sets = [torch.empty(t, 2 * d, device="cuda", dtype=torch.bfloat16).uniform_(-4, 4) for _ in range(n)]
+                torch._dynamo.mark_dynamic(sets[0], 0) if t > 1 else None
+                e = time_per_call_us(eager[kind], sets)
+                c = time_per_call_us(compiled[kind], sets)
+                m = ours[(f"{kind}_{d}", t)]
+                row = {"op": kind, "d": d, "tokens": t, "bytes": bytes_moved, "moejit_us": m["us_per_call"],
+                       "moejit_copy_fraction": m["copy_fraction"], "eager_us": e, "compile_us": c,
+                       "compile_copy_fraction": bytes_moved / (c * 1e-6) / copy}
+                rows.append(row)
+                print(f"{kind:<6} {d:>5} {t:>6} | {m['us_per_call']:>10.2f} {100 * m['copy_fraction']:>5.1f}% | "
+                      f"{e:>9.2f} | {c:>10.2f} {100 * row['compile_copy_fraction']:>5.1f}% | {c / m['us_per_call']:>8.2f}x",
+                      flush=True)
+                del sets
+    others = [r for r in mj["results"] if not any(r["op"] == f"{k}_{d}" for k in ("silu", "situ") for d in widths)]
+    print("\nother moejit activation ops (bytes counted over real rows for masked layouts):")
+    for r in others:
+        print(f"  {r['op']:<18} T={r['tokens']:>6} {r['us_per_call']:>9.2f} us {100 * r['copy_fraction']:>6.1f}% of copy")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": mj["device"], "torch": torch.__version__, "copy_GBps_torch": copy / 1e9,
+                       "copy_GBps_moejit": mj["copy_GBps"], "rows": rows, "moejit": mj}, f, indent=2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
