@@ -26,9 +26,9 @@ class StubBuilder {
   StubBuilder& flag(std::string_view name, bool value);
   StubBuilder& real(std::string_view name, float value);
   StubBuilder& type(std::string_view name, DType dtype);
-  /// Renders the stub: include, the Config struct, and one explicit instantiation of `kernel`
-  /// (a function template taking Config and one argument struct `args_type`).
-  std::string render(std::string_view kernel, std::string_view args_type) const;
+  /// Renders the stub: include, the Config struct, and one explicit instantiation of each kernel
+  /// (function templates taking Config and one argument struct `args_type`).
+  std::string render(const std::vector<std::string>& kernels, std::string_view args_type) const;
   /// The NVRTC name expression of `kernel<Config>`.
   static std::string name_expression(std::string_view kernel);
 

@@ -3,6 +3,7 @@
 #include <moejit/error.hpp>
 
 #include "activation.hpp"
+#include "routing.hpp"
 
 #include <fmt/format.h>
 
@@ -36,7 +37,9 @@ double OpHarness::bytes_moved(const OpSpec& op, std::span<const HostTensor> tens
 
 const OpHarness& harness_for(std::string_view family) {
   static const ActivationHarness kActivation;  // NOTE: stateless, immutable
+  static const RoutingHarness kRouting;
   if (family == "activation") return kActivation;
+  if (family == "routing") return kRouting;
   throw Error({.kind = ErrorKind::usage, .message = "no reference for op family", .found = std::string(family)});
 }
 

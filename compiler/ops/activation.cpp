@@ -139,7 +139,7 @@ std::vector<Contract> ActivationSpec::contracts(std::string_view arch) const {
       .constant("int", "kUnroll", std::to_string(kUnroll))
       .type("In", dtype)
       .type("Out", out_dtype);
-  c.source = stub.render("moejit::activation_kernel", "moejit::ActivationArgs");
+  c.source = stub.render({"moejit::activation_kernel"}, "moejit::ActivationArgs");
   c.kernels = {detail::StubBuilder::name_expression("moejit::activation_kernel")};
   return {c};
 }

@@ -130,3 +130,28 @@ TEST_CASE("PTX is emitted for the virtual arch", "[nvrtc]") {
   CHECK(out.binary.find(".target sm_90a") != std::string::npos);
   CHECK(out.binary.find(".entry") != std::string::npos);
 }
+
+TEST_CASE("routing contracts compile for sm_90a and sm_100a without spills: both single-group kernels and grouped", "[nvrtc][routing]") {
+  std::vector<std::string> ops;
+  const char* scorings[] = {"sigmoid", "softmax", "sqrt_softplus", "none"};
+  int i = 0;
+  for (int e : {8, 16, 64, 128, 160, 256, 384, 513, 896, 1024, 1025, 65535}) {
+    for (int k : {1, 8, 16, 64}) {
+      if (k > e) continue;
+      const char* scoring = scorings[i++ % 4];
+      const bool none = std::string(scoring) == "none";
+      ops.push_back(fmt::format(R"({{"op": "routing", "num_experts": {}, "topk": {}, "scoring": "{}", "renormalize": {}, "bias": "{}", "logits_dtype": "{}", "ids_dtype": "{}"}})",
+                                e, k, scoring, none ? "false" : "true", i % 3 == 0 ? "none" : (i % 3 == 1 ? "fp32" : "bf16"),
+                                i % 2 ? "fp32" : "bf16", i % 2 ? "int32" : "int64"));
+    }
+  }
+  for (const char* g : {R"("num_experts": 256, "topk": 8, "n_group": 8, "topk_group": 4, "bias": "fp32")",
+                        R"("num_experts": 160, "topk": 6, "n_group": 8, "topk_group": 3, "group_score": "max")",
+                        R"("num_experts": 64, "topk": 4, "n_group": 8, "topk_group": 4)",
+                        R"("num_experts": 128, "topk": 8, "n_group": 4, "topk_group": 2, "bias": "fp16")",
+                        R"("num_experts": 256, "topk": 16, "n_group": 16, "topk_group": 8, "bias": "fp32")",
+                        R"("num_experts": 1024, "topk": 64, "n_group": 64, "topk_group": 40)"}) {
+    ops.push_back(fmt::format(R"({{"op": "routing", "scoring": "sigmoid", "renormalize": true, {}}})", g));
+  }
+  compile_all(ops);
+}

@@ -4,6 +4,9 @@
 #include <moejit/spec.hpp>
 
 #include "compiler/ops/activation.hpp"
+#include "compiler/ops/routing.hpp"
+
+#include <fmt/format.h>
 
 #include <catch2/catch.hpp>
 
@@ -147,4 +150,60 @@ TEST_CASE("activation tensors are declared with their shapes", "[spec]") {
   CHECK(m[1].dtype == DType::i32);
   CHECK(m[2].keeps_unwritten);
   CHECK(m[2].bytes_for(5) == 4 * 5 * 8 * 4);
+}
+
+TEST_CASE("routing specs: defaults, grouping and every bad input", "[spec][routing]") {
+  const auto ok = parse_spec(R"({"op": "routing", "num_experts": 256, "topk": 8, "n_group": 8, "topk_group": 4,
+                                 "scoring": "sigmoid", "bias": "fp32", "renormalize": true, "routed_scaling_factor": 2.5})", "t.json");
+  CHECK(ok.ops[0]->canonical_json().find("\"group_score\":\"top2_sum\"") != std::string::npos);  // default with a bias
+  const auto v2 = parse_spec(R"({"op": "routing", "num_experts": 160, "topk": 6, "n_group": 8, "topk_group": 3, "scoring": "softmax"})", "t.json");
+  CHECK(v2.ops[0]->canonical_json().find("\"group_score\":\"max\"") != std::string::npos);  // default without
+  const auto t = ok.ops[0]->tensors();
+  REQUIRE(t.size() == 4);
+  CHECK(t[0].shape_text() == "[T, 256]");
+  CHECK(t[1].name == "bias");
+  CHECK(t[3].dtype == DType::i32);
+
+  auto r = [](const std::string& extra) { return R"({"op": "routing", "num_experts": 64, "topk": 4, "scoring": "sigmoid")" + extra + "}"; };
+  expect_error(R"({"op": "routing", "num_experts": 8, "topk": 9, "scoring": "softmax"})", "/topk", "exceeds num_experts 8");
+  expect_error(R"({"op": "routing", "num_experts": 256, "topk": 65, "scoring": "sigmoid"})", "/topk", "expected an integer in [1, 64]");
+  expect_error(R"({"op": "routing", "num_experts": 70000, "topk": 4, "scoring": "softmax"})", "/num_experts", "[1, 65535]");
+  expect_error(r(R"(, "n_group": 5, "topk_group": 1)"), "/n_group", "does not divide num_experts 64");
+  expect_error(r(R"(, "n_group": 8)"), "/topk_group", "needs 'topk_group'");
+  expect_error(r(R"(, "n_group": 8, "topk_group": 9)"), "/topk_group", "out of range");
+  expect_error(r(R"(, "n_group": 8, "topk_group": 0)"), "/topk_group", "out of range");
+  expect_error(R"({"op": "routing", "num_experts": 64, "topk": 9, "n_group": 8, "topk_group": 1, "scoring": "sigmoid"})", "/topk",
+               "exceeds topk_group x experts per group = 1 x 8");
+  expect_error(r(R"(, "group_score": "max")"), "/group_score", "applies only to grouped routing");
+  expect_error(r(R"(, "bias": "int8")"), "/bias", "unknown bias");
+  expect_error(r(R"(, "logits_dtype": "int32")"), "/logits_dtype", "unsupported dtype");
+  expect_error(r(R"(, "ids_dtype": "fp32")"), "/ids_dtype", "unsupported dtype");
+  expect_error(R"({"op": "routing", "num_experts": 64, "topk": 4, "scoring": "relu"})", "/scoring", "unknown scoring");
+  expect_error(R"({"op": "routing", "num_experts": 16, "topk": 1, "scoring": "none", "renormalize": true})", "/renormalize", "no renormalize");
+  expect_error(R"({"op": "routing", "num_experts": 16, "topk": 1, "scoring": "none", "routed_scaling_factor": 2})", "/routed_scaling_factor", "no renormalize");
+  expect_error(r(R"(, "routed_scaling_factor": 0)"), "/routed_scaling_factor", "must be > 0");
+  expect_error(R"({"op": "routing", "num_experts": 2048, "topk": 8, "n_group": 8, "topk_group": 4, "scoring": "sigmoid"})", "/num_experts",
+               "grouped routing supports at most 1024 experts");
+  expect_error(R"({"op": "routing", "num_experts": 2048, "topk": 8, "scoring": "sigmoid", "single_group_kernel": "warp"})", "/single_group_kernel",
+               "at most 1024 experts");
+}
+
+TEST_CASE("routing tiling: exact sizes, at most a warp of idle threads", "[spec][routing]") {
+  for (int e : {1, 8, 16, 33, 64, 128, 160, 256, 288, 384, 512, 513, 896, 1024, 1025, 4096, 65535}) {
+    for (int k : {1, 8, 16, 64}) {
+      if (k > e) continue;
+      const auto spec = parse_spec(fmt::format(R"({{"op": "routing", "num_experts": {}, "topk": {}, "scoring": "sigmoid"}})", e, k), "t.json");
+      const auto& op = dynamic_cast<const RoutingSpec&>(*spec.ops[0]);
+      const auto t = op.tiling();
+      INFO("E=" << e << " K=" << k);
+      if (t.warp_slots > 0) {
+        CHECK(t.lanes * t.warp_slots >= e);
+        CHECK(t.lanes * (t.warp_slots - 1) < e);  // no slot row entirely idle
+      }
+      REQUIRE(t.block_warps > 0);
+      const int threads = 32 * t.block_warps;
+      CHECK(threads * t.block_slots * t.block_chunks >= e);
+      if (t.block_chunks == 1) CHECK(threads - 32 < e);  // at most one warp's worth of idle threads
+    }
+  }
 }

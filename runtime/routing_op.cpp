@@ -1,0 +1,86 @@
+// Launcher of the routing op (templates/routing.cuh): picks the block-per-token or the
+// warp-per-token kernel for single-group routing by token count, at the crossover measured on
+// an H200 (runtime/routing_crossover.json); grouped routing has the warp kernel only.
+#include <moejit/error.hpp>
+
+#include "compiler/ops/routing.hpp"
+#include "kernel.hpp"
+#include "op_loader.hpp"
+#include "templates/routing_args.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <limits>
+
+namespace moejit::detail {
+
+std::string_view routing_crossover_json();
+
+namespace {
+
+// The measured crossover for (E, K): the exact entry, else the one nearest in log E (then K).
+std::int64_t crossover_tokens(const RoutingSpec& s) {
+  const auto data = nlohmann::json::parse(routing_crossover_json());
+  std::int64_t best = data.at("default_crossover_tokens").get<std::int64_t>();
+  double best_distance = std::numeric_limits<double>::infinity();
+  for (const auto& e : data.at("entries")) {
+    const double distance = std::fabs(std::log2(e.at("num_experts").get<double>() / s.num_experts)) * 64 +
+                            std::fabs(e.at("topk").get<double>() - s.topk);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = e.at("crossover_tokens").get<std::int64_t>();
+    }
+  }
+  return best;
+}
+
+class RoutingOp final : public Op {
+ public:
+  RoutingOp(Context& context, std::shared_ptr<const RoutingSpec> spec) : Op(spec), spec_(*spec) {
+    const auto contract = spec->contracts(context.device().arch).front();
+    const auto t = spec->tiling();
+    std::size_t index = 0;
+    if (t.warp_slots > 0) {
+      warp_ = context.kernel(contract, index++);
+      const_cast<Kernel&>(*warp_).set_block({static_cast<unsigned>(32 * t.warps_per_block), 1, 1}, 0);
+      tokens_per_block_ = t.warps_per_block * (32 / t.lanes);
+    }
+    if (t.block_warps > 0) {
+      block_ = context.kernel(contract, index++);
+      const_cast<Kernel&>(*block_).set_block({static_cast<unsigned>(32 * t.block_warps), 1, 1}, 0);
+    }
+    switch (spec->single_group_kernel) {
+      case SingleGroupKernel::block: crossover_ = std::numeric_limits<std::int64_t>::max(); break;
+      case SingleGroupKernel::warp: crossover_ = 0; break;
+      case SingleGroupKernel::automatic: crossover_ = block_ && warp_ ? crossover_tokens(*spec) : (block_ ? std::numeric_limits<std::int64_t>::max() : 0);
+    }
+  }
+
+ private:
+  void do_launch(std::span<const Buffer> b, std::int64_t tokens, CUstream stream) const override {
+    if (tokens == 0) return;
+    const bool bias = spec_.bias.has_value();
+    RoutingArgs args{b[0].ptr, bias ? b[1].ptr : nullptr, static_cast<float*>(b[bias ? 2 : 1].ptr), b[bias ? 3 : 2].ptr, tokens};
+    if (tokens <= crossover_) {
+      block_->launch({static_cast<unsigned>(tokens), 1, 1}, args, stream);
+    } else {
+      warp_->launch({static_cast<unsigned>((tokens + tokens_per_block_ - 1) / tokens_per_block_), 1, 1}, args, stream);
+    }
+  }
+
+  const RoutingSpec& spec_;
+  std::shared_ptr<const Kernel> warp_, block_;
+  std::int64_t tokens_per_block_ = 1;
+  std::int64_t crossover_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Op> load_routing(Context& context, std::shared_ptr<const OpSpec> spec) {
+  auto s = std::dynamic_pointer_cast<const RoutingSpec>(spec);
+  if (!s) throw Error({.kind = ErrorKind::internal, .message = "not a routing spec"});
+  return std::make_unique<RoutingOp>(context, std::move(s));
+}
+
+}  // namespace moejit::detail

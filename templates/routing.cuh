@@ -1,0 +1,467 @@
+#pragma once
+// Routing (numerics.md "routing"): logits [T, E] -> top-K expert ids and weights per token.
+//
+// Every expert gets one 64-bit key: (class or order-preserving bits of its fp32 selection key)
+// << 32 | (0xFFFF - expert). A larger key wins, so one max-reduction is an arg-max with the
+// lower-index tie rule, and keys are unique. Classes below every finite key: 1 = invalid
+// (non-finite logit or key) in a kept group, 0 = expert of a group that was not kept; an empty
+// slot is key 0. Top-K takes K maxima in turn: each lane keeps the best two of its own keys,
+// the lanes of a token reduce (redux.sync on a full warp), the lane that held the winner pops
+// it and rescans its keys below the winner only when its two are used up.
+//
+// Three kernels share that routine, so they give the same bits:
+//   routing_warp_kernel   one token per kLanes lanes (several tokens per warp when E is
+//                         small); the grouped (DeepSeek-V3) selection lives here;
+//   routing_block_kernel  one token per block (few tokens, many experts): each warp selects
+//                         the top K of its experts, warp 0 merges them; experts are taken in
+//                         chunks when a block cannot hold them all in registers.
+// Softmax sums exp(x - max) as fixed point (2^-47 units, integer adds): the sum is the same
+// whatever the reduction order, in every kernel and in the CPU reference.
+//
+// Config (generated): kE, kK, kG, kTG, kGroupSize, kGrouped, kGroupScore, kScoring,
+// kRenormalize, kAlpha, kHasBias, kIds64, Logit, Bias, kLanes, kWarpSlots, kWarpsPerBlock,
+// kGroupSlots, kBlockWarps, kBlockSlots, kBlockChunks.
+
+#include "common.cuh"
+#include "routing_args.h"
+
+namespace moejit {
+
+enum class Scoring : int { softmax = 0, sigmoid = 1, sqrt_softplus = 2, none = 3 };
+enum class GroupScore : int { top2_sum = 0, max = 1 };
+
+namespace routing {
+
+using u32 = unsigned int;
+using u64 = unsigned long long;
+
+constexpr u32 kExcludedClass = 0;
+constexpr u32 kInvalidClass = 1;
+constexpr u32 kFirstValid = 0x00800000u;  // orderable(-FLT_MAX): every finite key is >= this
+constexpr u32 kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ bool finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
+__device__ __forceinline__ float neg_inf() { return __uint_as_float(0xff800000u); }
+__device__ __forceinline__ u32 umax(u32 a, u32 b) { return a > b ? a : b; }
+
+__device__ __forceinline__ u32 orderable(float c) {
+  const u32 u = __float_as_uint(c);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float from_orderable(u32 o) {
+  return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o);
+}
+__device__ __forceinline__ u64 pack(u32 hi, int expert) {
+  return (static_cast<u64>(hi) << 32) | static_cast<u64>(0xFFFFu - static_cast<u32>(expert));
+}
+__device__ __forceinline__ int expert_of(u64 key) { return static_cast<int>(0xFFFFu - static_cast<u32>(key)); }
+__device__ __forceinline__ bool valid_key(u64 key) { return static_cast<u32>(key >> 32) >= kFirstValid; }
+
+// ---- reductions over the kLanes lanes of one token (an aligned slice of a warp) ----------
+template <int kLanes>
+__device__ __forceinline__ u32 lanes_max(u32 v) {
+  if constexpr (kLanes == 32) {
+    return __reduce_max_sync(kFullMask, v);
+  } else {
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o /= 2) v = umax(v, __shfl_xor_sync(kFullMask, v, o, kLanes));
+    return v;
+  }
+}
+template <int kLanes>
+__device__ __forceinline__ u64 lanes_max(u64 v) {
+  if constexpr (kLanes == 32) {
+    const u32 hi = __reduce_max_sync(kFullMask, static_cast<u32>(v >> 32));
+    const u32 lo = __reduce_max_sync(kFullMask, static_cast<u32>(v >> 32) == hi ? static_cast<u32>(v) : 0u);
+    return (static_cast<u64>(hi) << 32) | lo;
+  } else {
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o /= 2) {
+      const u64 other = __shfl_xor_sync(kFullMask, v, o, kLanes);
+      v = other > v ? other : v;
+    }
+    return v;
+  }
+}
+template <int kLanes>
+__device__ __forceinline__ u64 lanes_sum(u64 v) {
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o, kLanes);
+  return v;
+}
+
+// ---- scores (numerics.md rule 1), identical in every kernel --------------------------------
+struct RowStats {
+  float max = 0.0f;  // softmax: the largest finite logit
+  float sum = 1.0f;  // softmax: sum of exp(x - max), fixed point, rounded once
+};
+
+__device__ __forceinline__ u64 fixed_point(float e) { return __float2ull_rz(__fmul_rn(e, 0x1p47f)); }
+__device__ __forceinline__ float from_fixed_point(u64 q) { return __fmul_rn(__ull2float_rn(q), 0x1p-47f); }
+
+template <class C>
+__device__ __forceinline__ float score(float x, const RowStats& st) {
+  if constexpr (C::kScoring == Scoring::sigmoid) {
+    return sigmoid(x);
+  } else if constexpr (C::kScoring == Scoring::softmax) {
+    return __fdiv_rn(expf(__fsub_rn(x, st.max)), st.sum);
+  } else if constexpr (C::kScoring == Scoring::sqrt_softplus) {
+    return __fsqrt_rn(x > 20.0f ? x : log1pf(expf(x)));
+  } else {
+    return x;  // none: select on the raw logit
+  }
+}
+
+template <class C>
+__device__ __forceinline__ float weight(float x, const RowStats& st) {
+  if constexpr (C::kScoring == Scoring::none) return sigmoid(x);
+  return score<C>(x, st);
+}
+
+/// The expert's key (rules 2 and 6).
+template <class C>
+__device__ __forceinline__ u64 expert_key(float x, float b, int e, const RowStats& st) {
+  if (!finite(x)) return pack(kInvalidClass, e);
+  float c = score<C>(x, st);
+  if constexpr (C::kHasBias) c = add(c, b);
+  c = add(c, 0.0f);  // -0.0 -> +0.0: equal keys must tie
+  if (!finite(c)) return pack(kInvalidClass, e);
+  return pack(orderable(c), e);
+}
+
+template <class T>
+__device__ __forceinline__ float load_float(const void* base, long long i) {
+  return to_float(static_cast<const T*>(base)[i]);
+}
+
+// ---- top-K over keys spread across the kLanes lanes of a token ---------------------------
+__device__ __forceinline__ void insert2(u64& k1, u64& k2, u64 v) {
+  if (v > k1) {
+    k2 = k1;
+    k1 = v;
+  } else if (v > k2) {
+    k2 = v;
+  }
+}
+
+template <int kLanes, int kK>
+constexpr int kRanksOf = (kK + kLanes - 1) / kLanes;
+
+/// The kK largest keys, in descending order: lane `lane` gets ranks lane, lane + kLanes, ...
+template <int kLanes, int kSlots, int kK>
+__device__ __forceinline__ void select_topk(const u64 (&keys)[kSlots], int lane, u64 (&sel)[kRanksOf<kLanes, kK>]) {
+  u64 k1 = 0, k2 = 0;
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) insert2(k1, k2, keys[s]);
+#pragma unroll
+  for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) sel[r] = 0;
+#pragma unroll 1
+  for (int k = 0; k < kK; ++k) {
+    const u64 best = lanes_max<kLanes>(k1);
+#pragma unroll
+    for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) {
+      if (r * kLanes + lane == k) sel[r] = best;
+    }
+    if (k1 == best && best != 0) {  // keys are unique: exactly one lane held it
+      const u64 floor = k1;
+      k1 = k2;
+      k2 = 0;
+      if (k1 == 0) {
+#pragma unroll
+        for (int s = 0; s < kSlots; ++s) {
+          if (keys[s] < floor) insert2(k1, k2, keys[s]);
+        }
+      }
+    }
+  }
+}
+
+/// Weights (rule 5/6) and the stores of one token's selection, held as `sel` by its lanes.
+template <class C, int kLanes>
+__device__ __forceinline__ void finish_row(const u64 (&sel)[kRanksOf<kLanes, C::kK>], int lane, long long row,
+                                           bool store, bool any_finite, const RowStats& st, const RoutingArgs& a) {
+  constexpr int kRanks = kRanksOf<kLanes, C::kK>;
+  const long long base = row * C::kE;
+  float w[kRanks];
+#pragma unroll
+  for (int r = 0; r < kRanks; ++r) {
+    w[r] = 0.0f;
+    if (r * kLanes + lane < C::kK && valid_key(sel[r])) {
+      w[r] = weight<C>(load_float<typename C::Logit>(a.logits, base + expert_of(sel[r])), st);
+    }
+  }
+  if constexpr (C::kRenormalize) {
+    // The sum in output order k = 0..K-1, the same bits in every lane and every kernel.
+    float sum = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kRanks; ++r) {
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) {
+        if (r * kLanes + l < C::kK) sum = add(sum, __shfl_sync(kFullMask, w[r], l, kLanes));
+      }
+    }
+    const float denom = add(sum, 1e-20f);
+#pragma unroll
+    for (int r = 0; r < kRanks; ++r) w[r] = mul(C::kAlpha, __fdiv_rn(w[r], denom));
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRanks; ++r) w[r] = mul(C::kAlpha, w[r]);
+  }
+  if (!any_finite) {  // rule 6: ids 0..K-1 (the selection's own order), weights 1/K or 0
+#pragma unroll
+    for (int r = 0; r < kRanks; ++r) w[r] = C::kRenormalize ? __fdiv_rn(1.0f, static_cast<float>(C::kK)) : 0.0f;
+  }
+  if (!store) return;
+#pragma unroll
+  for (int r = 0; r < kRanks; ++r) {
+    const int k = r * kLanes + lane;
+    if (k >= C::kK) continue;
+    const long long o = row * C::kK + k;
+    a.weights[o] = w[r];
+    if constexpr (C::kIds64) {
+      static_cast<long long*>(a.ids)[o] = expert_of(sel[r]);
+    } else {
+      static_cast<int*>(a.ids)[o] = expert_of(sel[r]);
+    }
+  }
+}
+
+template <class C>
+struct RoutingChecks {
+  static_assert(C::kE >= 1 && C::kE <= 65535, "1 <= E <= 65535 (the packed index)");
+  static_assert(C::kK >= 1 && C::kK <= 64 && C::kK <= C::kE, "1 <= K <= min(64, E)");
+  static_assert(C::kLanes >= 1 && C::kLanes <= 32 && (32 % C::kLanes) == 0, "lanes per token divide a warp");
+  static_assert(!C::kGrouped || C::kLanes == 32, "grouped selection uses whole warps");
+  static_assert(!C::kGrouped || (C::kE % C::kG == 0 && C::kTG >= 1 && C::kTG <= C::kG), "valid groups");
+  static_assert(C::kBlockWarps >= 1 && C::kBlockWarps <= 16, "1 to 16 warps per block");
+  static constexpr bool ok = true;
+};
+
+}  // namespace routing
+
+// ---- one token per kLanes lanes ------------------------------------------------------------
+template <class C>
+__global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(RoutingArgs a) {
+  using namespace routing;
+  static_assert(RoutingChecks<C>::ok);
+  static_assert(C::kWarpSlots * C::kLanes >= C::kE && C::kWarpSlots <= 32, "a token's keys fit its lanes' registers");
+  constexpr int kLanes = C::kLanes;
+  constexpr int kSlots = C::kWarpSlots;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % kLanes;
+  const long long token = (static_cast<long long>(blockIdx.x) * C::kWarpsPerBlock + warp) * (32 / kLanes) +
+                          static_cast<int>(threadIdx.x % 32) / kLanes;
+  if constexpr (kLanes == 32) {
+    if (token >= a.tokens) return;  // the whole warp leaves together
+  }
+  // Lanes past the last token work on token 0 (T >= 1) and store nothing: every lane must
+  // take part in the shuffles.
+  const bool active = token < a.tokens;
+  const long long row = active ? token : 0;
+
+  // Load: lane l holds experts l, l + kLanes, ...
+  float x[kSlots];
+  bool any = false;
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    const int e = s * kLanes + lane;
+    x[s] = e < C::kE ? load_float<typename C::Logit>(a.logits, row * C::kE + e) : 0.0f;
+    any |= e < C::kE && finite(x[s]);
+  }
+  const bool any_finite = lanes_max<kLanes>(static_cast<u32>(any)) != 0;
+
+  RowStats st;
+  if constexpr (C::kScoring == Scoring::softmax) {
+    u32 m = 0;
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      if (s * kLanes + lane < C::kE && finite(x[s])) m = umax(m, orderable(x[s]));
+    }
+    m = lanes_max<kLanes>(m);
+    st.max = any_finite ? from_orderable(m) : 0.0f;
+    u64 q = 0;
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      if (s * kLanes + lane < C::kE && finite(x[s])) q += fixed_point(expf(__fsub_rn(x[s], st.max)));
+    }
+    st.sum = from_fixed_point(lanes_sum<kLanes>(q));
+  }
+
+  u64 keys[kSlots];
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    const int e = s * kLanes + lane;
+    float b = 0.0f;
+    if constexpr (C::kHasBias) b = e < C::kE ? load_float<typename C::Bias>(a.bias, e) : 0.0f;
+    keys[s] = e < C::kE ? expert_key<C>(x[s], b, e, st) : 0;
+  }
+
+  if constexpr (C::kGrouped) {
+    // Group scores (rule 3) from the keys in shared memory; lane l scores groups l, l + 32, ...
+    __shared__ float s_key[C::kWarpsPerBlock][C::kE];
+    __shared__ unsigned char s_kept[C::kWarpsPerBlock][C::kG];
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      const int e = s * 32 + lane;
+      if (e < C::kE) s_key[warp][e] = valid_key(keys[s]) ? from_orderable(static_cast<u32>(keys[s] >> 32)) : neg_inf();
+    }
+    for (int j = lane; j < C::kG; j += 32) s_kept[warp][j] = 0;
+    __syncwarp();
+    u64 group_keys[C::kGroupSlots];
+#pragma unroll
+    for (int s = 0; s < C::kGroupSlots; ++s) {
+      const int j = s * 32 + lane;
+      group_keys[s] = 0;
+      if (j >= C::kG) continue;
+      float c1 = neg_inf(), c2 = neg_inf();
+      for (int i = 0; i < C::kGroupSize; ++i) {
+        const float v = s_key[warp][j * C::kGroupSize + i];
+        if (v > c1) {
+          c2 = c1;
+          c1 = v;
+        } else if (v > c2) {
+          c2 = v;
+        }
+      }
+      const float g = C::kGroupScore == GroupScore::top2_sum ? add(c1, c2) : c1;
+      group_keys[s] = pack(orderable(g), j);
+    }
+    u64 kept[kRanksOf<32, C::kTG>];
+    select_topk<32, C::kGroupSlots, C::kTG>(group_keys, lane, kept);
+#pragma unroll
+    for (int r = 0; r < kRanksOf<32, C::kTG>; ++r) {
+      if (r * 32 + lane < C::kTG) s_kept[warp][expert_of(kept[r])] = 1;
+    }
+    __syncwarp();
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      const int e = s * 32 + lane;
+      if (e < C::kE && !s_kept[warp][e / C::kGroupSize]) keys[s] = pack(kExcludedClass, e);
+    }
+  }
+
+  u64 sel[kRanksOf<kLanes, C::kK>];
+  select_topk<kLanes, kSlots, C::kK>(keys, lane, sel);
+  finish_row<C, kLanes>(sel, lane, row, active, any_finite, st, a);
+}
+
+// ---- one token per block -----------------------------------------------------------------
+template <class C>
+__global__ void __launch_bounds__(C::kBlockWarps * 32) routing_block_kernel(RoutingArgs a) {
+  using namespace routing;
+  static_assert(RoutingChecks<C>::ok);
+  static_assert(!C::kGrouped, "the block kernel serves single-group routing");
+  constexpr int kWarps = C::kBlockWarps;
+  constexpr int kThreads = kWarps * 32;
+  constexpr int kSlots = C::kBlockSlots;
+  constexpr int kChunks = C::kBlockChunks;
+  constexpr int kChunk = kThreads * kSlots;
+  static_assert(kChunk * kChunks >= C::kE, "the chunks cover every expert");
+  constexpr int kMergeCount = (kWarps + (kChunks > 1 ? 1 : 0)) * C::kK;
+  constexpr int kMergeSlots = (kMergeCount + 31) / 32;
+  static_assert(kMergeSlots <= 32, "the merge fits warp 0's registers");
+
+  __shared__ u32 s_max[kWarps];
+  __shared__ u64 s_sum[kWarps];
+  __shared__ u64 s_cand[kMergeCount];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const long long row = blockIdx.x;
+  const long long base = row * C::kE;
+  auto expert = [&](int chunk, int s) { return chunk * kChunk + s * kThreads + tid; };
+
+  bool any = false;
+  u32 m = 0;
+#pragma unroll 1
+  for (int chunk = 0; chunk < kChunks; ++chunk) {
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      const int e = expert(chunk, s);
+      if (e >= C::kE) continue;
+      const float x = load_float<typename C::Logit>(a.logits, base + e);
+      if (finite(x)) {
+        any = true;
+        m = umax(m, orderable(x));
+      }
+    }
+  }
+  const bool any_finite = __syncthreads_or(any) != 0;
+  RowStats st;
+  if constexpr (C::kScoring == Scoring::softmax) {
+    m = lanes_max<32>(m);
+    if (lane == 0) s_max[warp] = m;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m = umax(m, s_max[w]);
+    st.max = any_finite ? from_orderable(m) : 0.0f;
+    u64 q = 0;
+#pragma unroll 1
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) {
+        const int e = expert(chunk, s);
+        if (e >= C::kE) continue;
+        const float x = load_float<typename C::Logit>(a.logits, base + e);
+        if (finite(x)) q += fixed_point(expf(__fsub_rn(x, st.max)));
+      }
+    }
+    q = lanes_sum<32>(q);
+    if (lane == 0) s_sum[warp] = q;
+    __syncthreads();
+    q = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) q += s_sum[w];
+    st.sum = from_fixed_point(q);
+  }
+
+  u64 best[kRanksOf<32, C::kK>];
+#pragma unroll 1
+  for (int chunk = 0; chunk < kChunks; ++chunk) {
+    u64 keys[kSlots];
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      const int e = expert(chunk, s);
+      keys[s] = 0;
+      if (e >= C::kE) continue;
+      float b = 0.0f;
+      if constexpr (C::kHasBias) b = load_float<typename C::Bias>(a.bias, e);
+      keys[s] = expert_key<C>(load_float<typename C::Logit>(a.logits, base + e), b, e, st);
+    }
+    u64 sel[kRanksOf<32, C::kK>];
+    select_topk<32, kSlots, C::kK>(keys, lane, sel);
+    if constexpr (kWarps == 1 && kChunks == 1) {
+#pragma unroll
+      for (int r = 0; r < kRanksOf<32, C::kK>; ++r) best[r] = sel[r];
+    } else {
+      // Merge: every warp's top K (and the best K of earlier chunks) in shared memory; warp 0
+      // takes the top K of them.
+#pragma unroll
+      for (int r = 0; r < kRanksOf<32, C::kK>; ++r) {
+        if (r * 32 + lane < C::kK) s_cand[warp * C::kK + r * 32 + lane] = sel[r];
+      }
+      __syncthreads();
+      if (warp == 0) {
+        const int count = (kWarps + (chunk > 0 ? 1 : 0)) * C::kK;
+        u64 merged[kMergeSlots];
+#pragma unroll
+        for (int s = 0; s < kMergeSlots; ++s) {
+          const int i = s * 32 + lane;
+          merged[s] = i < count ? s_cand[i] : 0;
+        }
+        select_topk<32, kMergeSlots, C::kK>(merged, lane, best);
+        if constexpr (kChunks > 1) {
+          __syncwarp();
+#pragma unroll
+          for (int r = 0; r < kRanksOf<32, C::kK>; ++r) {
+            if (r * 32 + lane < C::kK) s_cand[kWarps * C::kK + r * 32 + lane] = best[r];
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+  if (warp == 0) finish_row<C, 32>(best, lane, row, true, any_finite, st, a);
+}
+
+}  // namespace moejit
