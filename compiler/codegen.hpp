@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace moejit::detail {
@@ -29,6 +30,8 @@ class StubBuilder {
   /// Renders the stub: include, the Config struct, and one explicit instantiation of each kernel
   /// (function templates taking Config and one argument struct `args_type`).
   std::string render(const std::vector<std::string>& kernels, std::string_view args_type) const;
+  /// Renders with one argument type per kernel: {kernel, args_type} pairs.
+  std::string render(const std::vector<std::pair<std::string, std::string>>& kernels) const;
   /// The NVRTC name expression of `kernel<Config>`.
   static std::string name_expression(std::string_view kernel);
 

@@ -3,6 +3,7 @@
 #include <moejit/error.hpp>
 
 #include "activation.hpp"
+#include "latent_tail.hpp"
 #include "routing.hpp"
 
 #include <fmt/format.h>
@@ -38,7 +39,9 @@ double OpHarness::bytes_moved(const OpSpec& op, std::span<const HostTensor> tens
 const OpHarness& harness_for(std::string_view family) {
   static const ActivationHarness kActivation;  // NOTE: stateless, immutable
   static const RoutingHarness kRouting;
+  static const LatentTailHarness kLatentTail;
   if (family == "activation") return kActivation;
+  if (family == "latent_tail") return kLatentTail;
   if (family == "routing") return kRouting;
   throw Error({.kind = ErrorKind::usage, .message = "no reference for op family", .found = std::string(family)});
 }

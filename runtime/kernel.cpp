@@ -24,7 +24,7 @@ void Kernel::set_block(Dim3 block, unsigned dynamic_shared_bytes) {
   }
 }
 
-void Kernel::launch_raw(Dim3 grid, void** params, CUstream stream, bool pdl) const {
+void Kernel::launch_raw(Dim3 grid, unsigned shared_bytes, void** params, CUstream stream, bool pdl) const {
   CUlaunchAttribute attr{};
   attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
   attr.value.programmaticStreamSerializationAllowed = 1;
@@ -35,7 +35,7 @@ void Kernel::launch_raw(Dim3 grid, void** params, CUstream stream, bool pdl) con
   config.blockDimX = block_.x;
   config.blockDimY = block_.y;
   config.blockDimZ = block_.z;
-  config.sharedMemBytes = shared_;
+  config.sharedMemBytes = shared_bytes;
   config.hStream = stream;
   config.attrs = pdl ? &attr : nullptr;
   config.numAttrs = pdl ? 1 : 0;

@@ -43,9 +43,15 @@ class Kernel {
   template <class Args>
   void launch(Dim3 grid, const Args& args, CUstream stream, bool pdl = false) const {
     void* params[] = {const_cast<Args*>(&args)};
-    launch_raw(grid, params, stream, pdl);
+    launch_raw(grid, shared_, params, stream, pdl);
   }
-  void launch_raw(Dim3 grid, void** params, CUstream stream, bool pdl) const;
+  /// As launch(), with `shared_bytes` of dynamic shared memory (at most the set_block limit).
+  template <class Args>
+  void launch_with_shared(Dim3 grid, unsigned shared_bytes, const Args& args, CUstream stream, bool pdl = false) const {
+    void* params[] = {const_cast<Args*>(&args)};
+    launch_raw(grid, shared_bytes, params, stream, pdl);
+  }
+  void launch_raw(Dim3 grid, unsigned shared_bytes, void** params, CUstream stream, bool pdl) const;
 
  private:
   const Driver& driver_;

@@ -37,7 +37,13 @@ Action add_bench(CLI::App& app) {
     Context context(Options::from_environment(), o->device);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::unique_ptr<Op>> loaded;
-    for (const auto& op : ops) loaded.push_back(context.load(op));
+    for (const auto& op : ops) {
+      if (op->ranks() > 1) {
+        fmt::print("SKIP {}: spans {} GPUs; bench/latent_tail.sh times it\n", op->name, op->ranks());
+        continue;
+      }
+      loaded.push_back(context.load(op));
+    }
     const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
     detail::Stream stream(context.driver());

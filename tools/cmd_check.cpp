@@ -34,6 +34,10 @@ Action add_check(CLI::App& app) {
     Context context(Options::from_environment(), o->device);
     std::size_t cases = 0, failed = 0;
     for (const auto& op_spec : ops) {
+      if (op_spec->ranks() > 1) {
+        fmt::print("SKIP {}: spans {} GPUs; test_gpu's [tp2] cases check it\n", op_spec->name, op_spec->ranks());
+        continue;
+      }
       const auto op = context.load(op_spec);
       const auto& harness = reference::harness_for(op_spec->family());
       const auto tokens = o->tokens.empty() ? harness.check_tokens(*op_spec) : o->tokens;

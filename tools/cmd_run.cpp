@@ -130,6 +130,10 @@ Action add_run(CLI::App& app) {
     const OpSpec& op = spec.op(o->op);
     if (o->describe) return describe(spec, op);
     if (o->out_dir.empty()) bad("--out-dir is required to run", "", "", "", "--out-dir DIR");
+    if (op.ranks() > 1) {
+      throw Error({.kind = ErrorKind::usage, .message = fmt::format("op '{}' spans {} GPUs; run drives one", op.name, op.ranks()),
+                   .expected = "an op with tp_size 1"});
+    }
 
     const auto decls = op.tensors();
     const auto ins = bindings(op, o->in, TensorRole::input);

@@ -7,8 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOEJIT_WERROR=ON >/dev/null
-cmake --build build-dev --target moejit_cli test_gpu "$@"
+cmake --build build-dev --target moejit_cli test_gpu moejit_tail_bench "$@"
 mkdir -p .carry
 strip -o .carry/moejit build-dev/moejit
 strip -o .carry/test_gpu build-dev/test_gpu
+strip -o .carry/moejit_tail_bench build-dev/moejit_tail_bench
 du -sh .carry

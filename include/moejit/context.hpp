@@ -47,6 +47,10 @@ class Context {
   /// The kernel `name_expression` of a contract, loaded on this device (shared per contract).
   std::shared_ptr<const detail::Kernel> kernel(const Contract& contract, std::size_t index = 0);
 
+  /// Makes this device's primary context current on the calling thread (allocations and
+  /// other context-bound driver calls of the thread then go to this device).
+  void make_current() const;
+
   const detail::Driver& driver() const noexcept;
   detail::Cache& cache() noexcept;
 

@@ -32,6 +32,8 @@ class OpSpec {
   virtual std::vector<TensorDecl> tensors() const = 0;
   /// The largest token count the op accepts at run time (0: no limit beyond the buffers).
   virtual std::int64_t max_tokens() const noexcept { return 0; }
+  /// GPUs one instance spans (tensor-parallel ranks); 1 for single-GPU ops.
+  virtual int ranks() const noexcept { return 1; }
 };
 
 struct Spec {

@@ -9,8 +9,12 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 
 int main(int argc, char** argv) {
+  // NOTE: never NVLink multicast (NVLS): these machines' GPUs are shared.
+  ::setenv("NCCL_NVLS_ENABLE", "0", 1);
+  ::setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", 1);
   try {
     moejit::detail::Driver driver;
     int count = 0;

@@ -1,0 +1,124 @@
+// moejit_tail_bench SPEC_FIELDS_JSON [tokens...]: times the latent tail's paths on tp GPUs of
+// this machine (one thread per rank), performance.md's way: 20 calls captured in one CUDA graph
+// per rank, the ranks' replays started together, median of 7 replays, max over ranks. Prints a
+// table and one JSON line per (path, tokens), with the floors: W_up bytes read (all of W for
+// the full base path, 1/tp for fused and striped) over the copy bandwidth measured here.
+#include <moejit/error.hpp>
+#include <moejit/latent_moe.hpp>
+
+#include "compiler/ops/latent_tail.hpp"
+#include "reference/latent_tail.hpp"
+#include "runtime/device.hpp"
+#include "tools/op_runner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cstdlib>
+
+using namespace moejit;
+
+namespace {
+
+constexpr int kCalls = 20, kReplays = 7;
+
+std::shared_ptr<const LatentTailSpec> spec_of(const std::string& fields) {
+  return std::dynamic_pointer_cast<const LatentTailSpec>(parse_spec("{\"op\": \"latent_tail\", " + fields + "}", "bench").ops[0]);
+}
+
+double bench_path(const std::shared_ptr<const LatentTailSpec>& spec, std::int64_t tokens) {
+  LatentMoEGroup group(spec, Options::from_environment());
+  reference::Rng rng(42);
+  std::vector<std::uint16_t> gamma, w;
+  reference::fill_tail_weights(*spec, rng, gamma, w);
+  const int n = group.size();
+  std::vector<double> us(static_cast<std::size_t>(n));
+  std::barrier sync(n);
+  group.run([&](int r) {
+    auto& ctx = group.context(r);
+    const auto& drv = ctx.driver();
+    std::vector<std::uint16_t> routed, shared;
+    reference::Rng local(100 + static_cast<std::uint64_t>(r));
+    reference::fill_tail_rank(*spec, spec->max_tokens(), local, 1, routed, shared);
+    std::vector<detail::DeviceBuffer> bufs;
+    std::vector<Buffer> bind;
+    auto add = [&](const void* data, std::size_t bytes) {
+      bufs.emplace_back(drv, bytes);
+      if (data) bufs.back().upload(data, bytes);
+      bind.push_back({bufs.back().ptr(), bytes});
+    };
+    add(routed.data(), routed.size() * 2);
+    if (spec->shared_expert) add(shared.data(), shared.size() * 2);
+    add(gamma.data(), gamma.size() * 2);
+    add(w.data(), w.size() * 2);
+    add(nullptr, static_cast<std::size_t>(spec->max_tokens() * spec->hidden) * 2);
+    bind.push_back({});
+    bind.push_back({});
+    detail::Stream stream(drv);
+    for (int i = 0; i < 3; ++i) group.tail(r).launch(bind, tokens, stream.get());  // warm
+    stream.synchronize();
+    detail::Graph graph(drv, stream, [&] {
+      for (int i = 0; i < kCalls; ++i) group.tail(r).launch(bind, tokens, stream.get());
+    });
+    graph.launch(stream);
+    stream.synchronize();
+    std::vector<double> times;
+    detail::Event start(drv), stop(drv);
+    for (int k = 0; k < kReplays; ++k) {
+      sync.arrive_and_wait();
+      start.record(stream.get());
+      graph.launch(stream);
+      stop.record(stream.get());
+      times.push_back(1000.0 * stop.since(start) / kCalls);
+    }
+    group.tail(r).check();
+    std::sort(times.begin(), times.end());
+    us[static_cast<std::size_t>(r)] = times[times.size() / 2];
+  });
+  return *std::max_element(us.begin(), us.end());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  ::setenv("NCCL_NVLS_ENABLE", "0", 1);
+  ::setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", 1);
+  const std::string shape = argc > 1 ? argv[1] : R"("tp_size": 2, "hidden": 7168, "latent": 3584, "max_tokens": 64)";
+  std::vector<std::int64_t> tokens;
+  for (int i = 2; i < argc; ++i) tokens.push_back(std::atoll(argv[i]));
+  if (tokens.empty()) tokens = {1, 4, 16, 64};
+
+  double copy = 0;
+  {
+    Context ctx(Options::from_environment(), 0);
+    detail::Stream stream(ctx.driver());
+    copy = tools::measure_copy_bandwidth(ctx, stream);
+  }
+  const auto base = spec_of(shape);
+  const double w_bytes = 2.0 * base->hidden * base->latent;
+  fmt::print("latent tail, {}: copy bandwidth {:.0f} GB/s\n", shape, copy / 1e9);
+  fmt::print("{:<14} {:>6} {:>10} {:>12} {:>8}\n", "path", "tokens", "us/call", "W floor us", "x floor");
+  struct Variant {
+    const char* name;
+    const char* fields;
+    double w_share;
+  };
+  std::vector<Variant> variants = {{"base", R"("path": "base", "base_variant": "full")", 1.0}};
+  if (base->striped_possible()) variants.push_back({"base-striped", R"("path": "base", "base_variant": "striped")", 1.0 / base->tp_size});
+  if (base->fused_possible()) variants.push_back({"fused", R"("path": "fused")", 1.0 / base->tp_size});
+  for (const auto& v : variants) {
+    const auto spec = spec_of(shape + ", " + v.fields);
+    for (auto t : tokens) {
+      const double us = bench_path(spec, t);
+      const double floor_us = w_bytes * v.w_share / copy * 1e6;
+      fmt::print("{:<14} {:>6} {:>10.2f} {:>12.2f} {:>7.2f}x\n", v.name, t, us, floor_us, us / floor_us);
+      fmt::print(stderr, "{{\"path\": \"{}\", \"tp\": {}, \"tokens\": {}, \"us\": {:.3f}, \"w_floor_us\": {:.3f}, \"copy_GBps\": {:.1f}}}\n", v.name,
+                 base->tp_size, t, us, floor_us, copy / 1e9);
+    }
+  }
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "moejit_tail_bench: {}\n", e.what());
+  return 3;
+}

@@ -1,0 +1,464 @@
+// The latent-MoE tail at run time (templates/latent_tail.cuh): workspaces, the peer-buffer
+// exchange for the fused path, the path choice, and each path's sequence of launches.
+#include <moejit/error.hpp>
+#include <moejit/latent_moe.hpp>
+
+#include "compiler/ops/latent_tail.hpp"
+#include "device.hpp"
+#include "kernel.hpp"
+#include "op_loader.hpp"
+#include "templates/latent_tail_args.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <mutex>
+
+#include <unistd.h>
+
+namespace moejit {
+
+namespace detail {
+std::string_view latent_tail_paths_json();
+}
+
+namespace {
+
+using detail::DeviceBuffer;
+using detail::Kernel;
+
+constexpr std::int64_t kGemmChunk = 256;  // tokens per up-projection launch (bounds the split-K workspace)
+constexpr int kExchangeMinBlocks = 16;
+
+enum KernelIndex { kNorm = 0, kUpProj = 1, kExchange = 2, kGather = 3, kPermute = 4 };
+
+// What ranks exchange to reach each other's peer buffers.
+struct PeerInfo {
+  CUipcMemHandle handle;
+  std::uint64_t pointer;
+  std::int32_t pid;
+  std::int32_t device;
+};
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+std::string_view to_string(LatentMoE::Path path) noexcept {
+  switch (path) {
+    case LatentMoE::Path::fused: return "fused";
+    case LatentMoE::Path::base_full: return "base";
+    case LatentMoE::Path::base_striped: return "base-striped";
+  }
+  return "?";
+}
+
+struct LatentMoE::Impl {
+  Context& ctx;
+  const detail::Driver& drv;
+  const LatentTailSpec& spec;
+  Communicator* comm;
+  Communicator* shared_comm;
+  int rank = 0;
+  std::shared_ptr<const Kernel> k[5];
+  std::int64_t max_tokens = 0;
+  int shard = 0;
+  // Base path workspaces.
+  DeviceBuffer ag_routed, ag_shared, latent_sum, latent_norm, slice_out, ag_out, partials, counters;
+  // Fused path.
+  DeviceBuffer peer_buffer, shared_sum, phase;  // phase: [phase, done]
+  void* host_error = nullptr;                   // host-mapped flag
+  CUdeviceptr device_error = 0;
+  TailPeers peers{};
+  std::vector<CUdeviceptr> opened;              // IPC mappings to close
+  std::vector<CUdevice> peer_access;            // primary contexts retained for peer access
+  // The second stream of the overlapped shared all-gather.
+  CUstream side = nullptr;
+  CUevent fork = nullptr, join = nullptr;
+  std::vector<std::pair<std::int64_t, Path>> measured;  // tokens -> best path, from data
+
+  Impl(Context& c, const LatentTailSpec& s, Communicator* cm, Communicator* scm)
+      : ctx(c), drv(c.driver()), spec(s), comm(cm), shared_comm(scm) {}
+
+  ~Impl() {
+    for (auto p : opened) drv.cuIpcCloseMemHandle(p);
+    for (auto d : peer_access) drv.cuDevicePrimaryCtxRelease(d);
+    if (host_error) drv.cuMemFreeHost(host_error);
+    if (fork) drv.cuEventDestroy(fork);
+    if (join) drv.cuEventDestroy(join);
+    if (side) drv.cuStreamDestroy(side);
+  }
+
+  void validate_comm() {
+    if (spec.tp_size == 1) return;
+    if (!comm) {
+      throw Error({.kind = ErrorKind::usage, .message = fmt::format("op '{}' spans {} ranks and needs a communicator", spec.name, spec.tp_size)});
+    }
+    if (comm->size() != spec.tp_size) {
+      throw Error({.kind = ErrorKind::usage, .message = fmt::format("op '{}': tp_size does not match the communicator", spec.name),
+                   .found = fmt::format("a communicator of {} ranks", comm->size()), .expected = fmt::format("{} ranks", spec.tp_size)});
+    }
+    if (comm->device() != ctx.device().ordinal) {
+      throw Error({.kind = ErrorKind::usage, .message = fmt::format("op '{}': the communicator is on another device", spec.name),
+                   .found = fmt::format("device {}", comm->device()), .expected = fmt::format("device {} (the context's)", ctx.device().ordinal)});
+    }
+    if (shared_comm && (shared_comm->size() != spec.tp_size || shared_comm->device() != ctx.device().ordinal || shared_comm->rank() != comm->rank())) {
+      throw Error({.kind = ErrorKind::usage, .message = "the shared-expert communicator must span the same ranks on the same device"});
+    }
+    rank = comm->rank();
+  }
+
+  void allocate() {
+    const std::int64_t t = max_tokens, tp = spec.tp_size, h = spec.hidden, l = spec.latent;
+    const std::size_t b16 = 2;
+    latent_sum = DeviceBuffer(drv, static_cast<std::size_t>(t * l) * b16);
+    latent_norm = DeviceBuffer(drv, static_cast<std::size_t>(t * l) * b16);
+    if (tp > 1) {
+      ag_routed = DeviceBuffer(drv, static_cast<std::size_t>(tp * t * l) * b16);
+      if (spec.shared_expert) ag_shared = DeviceBuffer(drv, static_cast<std::size_t>(tp * t * h) * b16);
+      if (spec.striped_possible()) {
+        slice_out = DeviceBuffer(drv, static_cast<std::size_t>(t * shard) * b16);
+        ag_out = DeviceBuffer(drv, static_cast<std::size_t>(tp * t * shard) * b16);
+      }
+    }
+    const auto chunk = std::min(t, kGemmChunk);
+    partials = DeviceBuffer(drv, static_cast<std::size_t>(spec.splits() * chunk * h) * sizeof(float));
+    counters = DeviceBuffer(drv, static_cast<std::size_t>(h / 64 * ceil_div(chunk, 64)) * sizeof(unsigned));
+    MOEJIT_CU(drv, cuMemsetD8Async(counters.address(), 0, counters.bytes(), nullptr));
+    MOEJIT_CU(drv, cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+    MOEJIT_CU(drv, cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+    MOEJIT_CU(drv, cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+  }
+
+  // Fused path: this rank's peer buffer (all slots empty = -0.0), then everyone's addresses.
+  void setup_peers() {
+    peer_buffer = DeviceBuffer(drv, static_cast<std::size_t>(spec.peer_elements()) * 2);
+    MOEJIT_CU(drv, cuMemsetD16Async(peer_buffer.address(), 0x8000, static_cast<std::size_t>(spec.peer_elements()), nullptr));
+    shared_sum = DeviceBuffer(drv, static_cast<std::size_t>(spec.slot_tokens()) * static_cast<std::size_t>(shard) * sizeof(float) + 16);
+    phase = DeviceBuffer(drv, 2 * sizeof(int));
+    MOEJIT_CU(drv, cuMemsetD8Async(phase.address(), 0, phase.bytes(), nullptr));
+    MOEJIT_CU(drv, cuMemHostAlloc(&host_error, sizeof(int), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    std::memset(host_error, 0, sizeof(int));
+    MOEJIT_CU(drv, cuMemHostGetDevicePointer(&device_error, host_error, 0));
+    MOEJIT_CU(drv, cuCtxSynchronize());
+
+    PeerInfo mine{};
+    MOEJIT_CU(drv, cuIpcGetMemHandle(&mine.handle, peer_buffer.address()));
+    mine.pointer = peer_buffer.address();
+    mine.pid = static_cast<std::int32_t>(::getpid());
+    mine.device = ctx.device().ordinal;
+    const auto n = static_cast<std::size_t>(spec.tp_size);
+    DeviceBuffer send(drv, sizeof(PeerInfo)), recv(drv, n * sizeof(PeerInfo));
+    send.upload(&mine, sizeof mine);
+    detail::Stream stream(drv);
+    detail::check_nccl(ncclAllGather(send.ptr(), recv.ptr(), sizeof(PeerInfo), ncclUint8, comm->get(), stream.get()), "ncclAllGather", comm->get());
+    stream.synchronize();
+    comm->check();
+    std::vector<PeerInfo> all(n);
+    recv.download(all.data(), n * sizeof(PeerInfo));
+
+    for (std::size_t r = 0; r < n; ++r) {
+      if (static_cast<int>(r) == rank) {
+        peers.base[r] = peer_buffer.ptr();
+      } else if (all[r].pid == mine.pid) {
+        // NOTE: IPC handles cannot be opened in the process that made them; a peer of the same
+        // process is reached through its pointer, with peer access enabled.
+        CUdevice dev = 0;
+        CUcontext peer = nullptr;
+        MOEJIT_CU(drv, cuDeviceGet(&dev, all[r].device));
+        MOEJIT_CU(drv, cuDevicePrimaryCtxRetain(&peer, dev));
+        peer_access.push_back(dev);
+        const CUresult rc = drv.cuCtxEnablePeerAccess(peer, 0);
+        if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) detail::check_cu(drv, rc, "cuCtxEnablePeerAccess");
+        peers.base[r] = reinterpret_cast<void*>(all[r].pointer);
+      } else {
+        CUdeviceptr p = 0;
+        MOEJIT_CU(drv, cuIpcOpenMemHandle(&p, all[r].handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+        opened.push_back(p);
+        peers.base[r] = reinterpret_cast<void*>(p);
+      }
+    }
+  }
+
+  void load_measurements() {
+    const auto data = nlohmann::json::parse(detail::latent_tail_paths_json());
+    for (const auto& e : data.at("entries")) {
+      if (e.at("tp").get<int>() != spec.tp_size) continue;
+      const auto p = e.at("path").get<std::string>();
+      measured.emplace_back(e.at("tokens").get<std::int64_t>(),
+                            p == "fused" ? Path::fused : p == "base-striped" ? Path::base_striped : Path::base_full);
+    }
+    std::sort(measured.begin(), measured.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
+
+  Path choose(std::int64_t tokens) const noexcept {
+    if (spec.tp_size == 1) return Path::base_full;
+    const bool fused_ok = spec.fused_possible() && tokens <= spec.slot_tokens();
+    const bool striped_ok = spec.striped_possible();
+    auto base = [&] {
+      if (spec.base_variant == TailBaseVariant::full || !striped_ok) return Path::base_full;
+      if (spec.base_variant == TailBaseVariant::striped) return Path::base_striped;
+      Path best = Path::base_full;
+      for (const auto& [t, p] : measured) {
+        if (t <= tokens && p != Path::fused) best = p;
+      }
+      return best;
+    };
+    if (spec.path == TailPath::base || !fused_ok) return base();
+    if (spec.path == TailPath::fused) return Path::fused;
+    // auto: the measurement nearest below (fused where nothing was measured: it was built for this).
+    Path best = Path::fused;
+    for (const auto& [t, p] : measured) {
+      if (t <= tokens) best = p == Path::fused ? Path::fused : base();
+    }
+    return best;
+  }
+
+  // ---- launches ----
+  void allgather(const void* send, void* recv, std::int64_t count, Communicator& c, CUstream stream) const {
+    detail::check_nccl(ncclAllGather(send, recv, static_cast<std::size_t>(count), ncclBfloat16, c.get(), stream), "ncclAllGather", c.get());
+  }
+
+  void norm(const void* parts, std::int64_t rank_stride, const void* gamma, std::int64_t tokens, CUstream stream) const {
+    TailNormArgs a{};
+    a.routed = parts;
+    a.routed_rank_stride = rank_stride;
+    a.gamma = gamma;
+    a.latent_sum = latent_sum.ptr();
+    a.latent_norm = latent_norm.ptr();
+    a.tokens = tokens;
+    k[kNorm]->launch({static_cast<unsigned>(tokens), 1, 1}, a, stream);
+  }
+
+  struct UpTarget {
+    int row0 = 0, rows = 0;
+    const void* shared_parts = nullptr;
+    std::int64_t shared_rank_stride = 0;
+    int ranks = 0;
+    const float* shared_sum = nullptr;
+    void* out = nullptr;  // null: push to the peers (fused)
+    std::int64_t out_ld = 0;
+    bool pdl = false;
+  };
+
+  void upproj(const UpTarget& u, const void* w, std::int64_t tokens, CUstream stream) const {
+    for (std::int64_t t0 = 0; t0 < tokens; t0 += kGemmChunk) {
+      const auto n = std::min(kGemmChunk, tokens - t0);
+      TailUpArgs a{};
+      a.peers = peers;
+      a.z = static_cast<const char*>(latent_norm.ptr()) + t0 * spec.latent * 2;
+      a.w = w;
+      a.shared_parts = u.shared_parts ? static_cast<const char*>(u.shared_parts) + t0 * spec.hidden * 2 : nullptr;
+      a.shared_rank_stride = u.shared_rank_stride;
+      a.shared_sum = u.shared_sum;
+      a.partials = static_cast<float*>(partials.ptr());
+      a.counters = static_cast<unsigned*>(counters.ptr());
+      a.out = u.out ? static_cast<char*>(u.out) + t0 * u.out_ld * 2 : nullptr;
+      a.phase = static_cast<const int*>(phase.ptr());
+      a.tokens = n;
+      a.out_ld = u.out_ld;
+      a.row0 = u.row0;
+      a.rows = u.rows;
+      a.ranks = u.ranks;
+      a.pdl = u.pdl ? 1 : 0;
+      const auto tpad = std::min<std::int64_t>(64, (n + 15) / 16 * 16);
+      const auto smem = static_cast<unsigned>((64 + tpad) * spec.k_block() * 2);
+      const detail::Dim3 grid{static_cast<unsigned>(u.rows / 64), static_cast<unsigned>(spec.splits()), static_cast<unsigned>(ceil_div(n, 64))};
+      k[kUpProj]->launch_with_shared(grid, smem, a, stream, u.pdl);
+    }
+  }
+
+  void copy_out(const Buffer& dst, const DeviceBuffer& src, std::int64_t tokens, CUstream stream) const {
+    if (!dst.ptr) return;
+    MOEJIT_CU(drv, cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst.ptr), src.address(),
+                                     static_cast<std::size_t>(tokens * spec.latent * 2), stream));
+  }
+
+  void run(std::span<const Buffer> b, std::int64_t tokens, CUstream stream) const {
+    const bool shared = spec.shared_expert;
+    const Buffer& routed = b[0];
+    const Buffer* shared_in = shared ? &b[1] : nullptr;
+    const std::size_t g = shared ? 2 : 1;
+    const Buffer &gamma = b[g], &w = b[g + 1], &out = b[g + 2], &sum_out = b[g + 3], &norm_out = b[g + 4];
+    const std::int64_t tp = spec.tp_size;
+    const Path path = choose(tokens);
+
+    if (tp == 1) {
+      norm(routed.ptr, 0, gamma.ptr, tokens, stream);
+      upproj({.rows = spec.hidden, .shared_parts = shared ? shared_in->ptr : nullptr, .ranks = shared ? 1 : 0,
+              .out = out.ptr, .out_ld = spec.hidden}, w.ptr, tokens, stream);
+    } else if (path == Path::fused) {
+      TailNormArgs a{};
+      a.peers = peers;
+      a.self = peer_buffer.ptr();
+      a.routed = routed.ptr;
+      a.shared = shared ? shared_in->ptr : nullptr;
+      a.gamma = gamma.ptr;
+      a.latent_sum = latent_sum.ptr();
+      a.latent_norm = latent_norm.ptr();
+      a.shared_sum = static_cast<float*>(shared_sum.ptr());
+      a.phase = static_cast<const int*>(phase.ptr());
+      a.error = reinterpret_cast<int*>(device_error);
+      a.tokens = tokens;
+      a.timeout_ns = static_cast<unsigned long long>(spec.peer_timeout_ms) * 1000000ull;
+      a.rank = rank;
+      const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(tokens, kExchangeMinBlocks, 64));
+      k[kExchange]->launch({blocks, 1, 1}, a, stream);
+      upproj({.row0 = rank * shard, .rows = shard, .shared_sum = shared ? static_cast<const float*>(shared_sum.ptr()) : nullptr,
+              .pdl = true}, w.ptr, tokens, stream);
+      TailGatherArgs gt{};
+      gt.self = peer_buffer.ptr();
+      gt.out = out.ptr;
+      gt.phase = static_cast<int*>(phase.ptr());
+      gt.done = reinterpret_cast<unsigned*>(static_cast<int*>(phase.ptr()) + 1);
+      gt.error = reinterpret_cast<int*>(device_error);
+      gt.tokens = tokens;
+      gt.timeout_ns = a.timeout_ns;
+      gt.rank = rank;
+      const auto gblocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / 8, 256), 1, ctx.device().sm_count));
+      k[kGather]->launch({gblocks, 1, 1}, gt, stream, /*pdl=*/true);
+    } else {
+      // Base path: all-gather the partials (the shared ones overlapped on a second stream with
+      // their own communicator), sum them in rank order in the norm and the GEMM epilogue.
+      Communicator* sc = shared_comm ? shared_comm : comm;
+      if (shared && shared_comm) {
+        MOEJIT_CU(drv, cuEventRecord(fork, stream));
+        MOEJIT_CU(drv, cuStreamWaitEvent(side, fork, 0));
+        allgather(shared_in->ptr, ag_shared.ptr(), tokens * spec.hidden, *sc, side);
+        MOEJIT_CU(drv, cuEventRecord(join, side));
+      }
+      allgather(routed.ptr, ag_routed.ptr(), tokens * spec.latent, *comm, stream);
+      if (shared && !shared_comm) allgather(shared_in->ptr, ag_shared.ptr(), tokens * spec.hidden, *sc, stream);
+      norm(ag_routed.ptr(), tokens * spec.latent, gamma.ptr, tokens, stream);
+      if (shared && shared_comm) MOEJIT_CU(drv, cuStreamWaitEvent(stream, join, 0));
+      UpTarget u{.shared_parts = shared ? ag_shared.ptr() : nullptr, .shared_rank_stride = tokens * spec.hidden,
+                 .ranks = shared ? static_cast<int>(tp) : 0};
+      if (path == Path::base_full) {
+        u.rows = spec.hidden;
+        u.out = out.ptr;
+        u.out_ld = spec.hidden;
+        upproj(u, w.ptr, tokens, stream);
+      } else {
+        u.row0 = rank * shard;
+        u.rows = shard;
+        u.out = slice_out.ptr();
+        u.out_ld = shard;
+        upproj(u, w.ptr, tokens, stream);
+        allgather(slice_out.ptr(), ag_out.ptr(), tokens * shard, *comm, stream);
+        TailPermuteArgs p{ag_out.ptr(), out.ptr, tokens};
+        const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / 8, 256), 1, 4 * ctx.device().sm_count));
+        k[kPermute]->launch({blocks, 1, 1}, p, stream);
+      }
+    }
+    copy_out(sum_out, latent_sum, tokens, stream);
+    copy_out(norm_out, latent_norm, tokens, stream);
+  }
+};
+
+LatentMoE::LatentMoE(Context& context, std::shared_ptr<const LatentTailSpec> spec, Communicator* comm, Communicator* shared_comm)
+    : Op(spec), impl_(std::make_unique<Impl>(context, *spec, comm, shared_comm)) {
+  auto& m = *impl_;
+  context.make_current();
+  m.validate_comm();
+  m.max_tokens = spec->max_tokens();
+  m.shard = spec->hidden / spec->tp_size;
+  const auto contract = spec->contracts(context.device().arch).front();
+  const std::size_t kernels = spec->tp_size > 1 ? 5 : 2;
+  for (std::size_t i = 0; i < kernels; ++i) m.k[i] = context.kernel(contract, i);
+  const_cast<Kernel&>(*m.k[kNorm]).set_block({256, 1, 1}, 0);
+  const_cast<Kernel&>(*m.k[kUpProj]).set_block({128, 1, 1}, static_cast<unsigned>(128 * spec->k_block() * 2));
+  if (kernels == 5) {
+    const_cast<Kernel&>(*m.k[kExchange]).set_block({256, 1, 1}, 0);
+    const_cast<Kernel&>(*m.k[kGather]).set_block({256, 1, 1}, 0);
+    const_cast<Kernel&>(*m.k[kPermute]).set_block({256, 1, 1}, 0);
+  }
+  m.allocate();
+  if (spec->fused_possible()) m.setup_peers();
+  m.load_measurements();
+  MOEJIT_CU(m.drv, cuCtxSynchronize());
+}
+
+LatentMoE::~LatentMoE() = default;
+
+LatentMoE::Path LatentMoE::path_for(std::int64_t tokens) const noexcept { return impl_->choose(tokens); }
+
+void LatentMoE::check() const {
+  if (impl_->host_error && *static_cast<volatile int*>(impl_->host_error) != 0) {
+    throw Error({.kind = ErrorKind::nccl,
+                 .message = fmt::format("op '{}': a peer did not arrive within {} ms; this tail is unusable (recreate it)",
+                                        impl_->spec.name, impl_->spec.peer_timeout_ms)});
+  }
+  if (impl_->comm) impl_->comm->check();
+}
+
+void LatentMoE::do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream) const {
+  check();
+  if (tokens == 0) return;
+  impl_->run(buffers, tokens, stream);
+}
+
+LatentMoEGroup::LatentMoEGroup(std::shared_ptr<const LatentTailSpec> spec, Options options, std::vector<int> devices) {
+  if (devices.empty()) {
+    for (int i = 0; i < spec->tp_size; ++i) devices.push_back(i);
+  }
+  if (static_cast<int>(devices.size()) != spec->tp_size) {
+    throw Error({.kind = ErrorKind::usage, .message = "a latent-tail group needs one device per rank",
+                 .found = std::to_string(devices.size()), .expected = std::to_string(spec->tp_size)});
+  }
+  for (int d : devices) contexts_.push_back(std::make_unique<Context>(options, d));
+  tails_.resize(devices.size());
+  if (spec->tp_size > 1) {
+    std::vector<Context*> ctxs;
+    for (auto& c : contexts_) ctxs.push_back(c.get());
+    comms_ = Communicator::create_all(ctxs);
+    shared_comms_ = Communicator::create_all(ctxs);
+  }
+  run([&](int r) {
+    const auto i = static_cast<std::size_t>(r);
+    tails_[i] = std::make_unique<LatentMoE>(*contexts_[i], spec, comms_.empty() ? nullptr : &comms_[i],
+                                            shared_comms_.empty() ? nullptr : &shared_comms_[i]);
+  });
+}
+
+LatentMoEGroup::~LatentMoEGroup() {
+  tails_.clear();  // before the communicators they use
+}
+
+void LatentMoEGroup::run(const std::function<void(int rank)>& fn) {
+  std::vector<std::thread> threads;
+  std::exception_ptr first;
+  std::mutex mutex;
+  for (int r = 0; r < size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        contexts_[static_cast<std::size_t>(r)]->make_current();
+        fn(r);
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        if (!first) first = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+namespace detail {
+
+std::unique_ptr<Op> load_latent_tail(Context& context, std::shared_ptr<const OpSpec> spec) {
+  auto s = std::dynamic_pointer_cast<const LatentTailSpec>(spec);
+  if (!s) throw Error({.kind = ErrorKind::internal, .message = "not a latent_tail spec"});
+  if (s->tp_size > 1) {
+    throw Error({.kind = ErrorKind::usage,
+                 .message = fmt::format("op '{}' spans {} GPUs: create a LatentMoE with a communicator per rank (or a LatentMoEGroup)",
+                                        s->name, s->tp_size),
+                 .expected = "tp_size 1 for a single-GPU load"});
+  }
+  return std::make_unique<LatentMoE>(context, std::move(s));
+}
+
+}  // namespace detail
+}  // namespace moejit

@@ -1,0 +1,76 @@
+#pragma once
+// Arguments of the latent-MoE tail kernels, shared by the host (runtime/latent_moe.cpp) and the
+// template. Plain data only.
+
+namespace moejit {
+
+constexpr int kTailMaxRanks = 8;
+
+/// Where a rank's peer buffers live: the same layout in every rank's allocation.
+///   routed slots [3 phases][tp][max tokens][L] bf16, shared slots [3][tp][max tokens][H/tp]
+///   bf16, out slots [3][max tokens][H] bf16; an empty slot holds -0.0.
+struct TailPeers {
+  void* base[kTailMaxRanks];  // each rank's allocation, as this rank addresses it
+};
+
+/// The exchange + RMSNorm kernel (fused path) and the norm kernel (base path).
+struct TailNormArgs {
+  TailPeers peers;
+  void* self;             // fused: this rank's own allocation (peers.base[rank])
+  const void* routed;     // fused: this rank's partial [T, L]; base: all-gathered partials [tp, T, L]
+  const void* shared;     // fused: this rank's shared partial [T, H] (null without shared experts)
+  const void* gamma;      // [L]
+  void* latent_sum;       // [T, L] bf16: the reduced routed latent R
+  void* latent_norm;      // [T, L] bf16: z
+  float* shared_sum;      // fused: [T, H/tp] fp32, the rank-order sum of this rank's shard
+  const int* phase;       // fused: this rank's phase counter (0..2)
+  int* error;             // fused: host-mapped flag, set when a peer did not arrive in time
+  long long tokens;
+  long long routed_rank_stride;  // base: elements between ranks' partials
+  unsigned long long timeout_ns;
+  int rank;
+  int pad_;
+};
+
+/// The up projection out = bf16(z W^T + S) over rows [row0, row0 + rows) of W.
+struct TailUpArgs {
+  TailPeers peers;
+  const void* z;            // [T, L] bf16
+  const void* w;            // [H, L] bf16
+  const void* shared_parts; // base: [ranks, T, H] bf16 partials summed in rank order; or null
+  const float* shared_sum;  // fused: [T, rows] fp32; or null
+  float* partials;          // [splits, T, rows] fp32
+  unsigned* counters;       // one per (row tile, token tile)
+  void* out;                // direct output, or null to push into every rank's out slots
+  const int* phase;         // push mode: this rank's phase counter
+  long long tokens;
+  long long shared_rank_stride;  // base: elements between ranks' shared partials
+  long long out_ld;         // direct: elements between rows of out
+  long long out_col0;       // direct: column of row0 in out
+  int row0;
+  int rows;
+  int ranks;                // shared partials to sum (base)
+  int pdl;                  // 1: wait for the previous kernel before reading z
+};
+
+/// The consumer of the fused path: assembles [T, H] from the out slots.
+struct TailGatherArgs {
+  void* self;               // this rank's allocation
+  void* out;                // [T, H] bf16, the caller's buffer
+  int* phase;
+  unsigned* done;           // blocks finished; the last one advances the phase
+  int* error;
+  long long tokens;
+  unsigned long long timeout_ns;
+  int rank;
+  int pad_;
+};
+
+/// Striped base path: [tp, T, H/tp] slices -> [T, H].
+struct TailPermuteArgs {
+  const void* slices;
+  void* out;
+  long long tokens;
+};
+
+}  // namespace moejit

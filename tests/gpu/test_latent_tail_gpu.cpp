@@ -1,0 +1,276 @@
+// The latent tail on the GPU. One GPU: tp 1 against the reference. Two NVLinked GPUs (tp 2):
+// the fused, base and striped base paths against the reference and each other (integer
+// partials, so the reduced sums are exact and compared bitwise; z within 2 ulp; out within 1e-2
+// and bitwise equal across paths), inputs with -0.0, token counts that change between calls,
+// 100 CUDA-graph replays with inputs changed in place, mismatched communicators, and a peer
+// that never arrives.
+#include <moejit/error.hpp>
+#include <moejit/latent_moe.hpp>
+
+#include "compiler/ops/latent_tail.hpp"
+#include "gpu_common.hpp"
+#include "reference/latent_tail.hpp"
+#include "reference/numeric.hpp"
+#include "runtime/device.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+using namespace moejit;
+using moejit::test::gpu_context;
+
+namespace {
+
+int device_count() {
+  int n = 0;
+  gpu_context().driver().cuDeviceGetCount(&n);
+  return n;
+}
+
+std::shared_ptr<const LatentTailSpec> tail_spec(const std::string& fields) {
+  const auto s = parse_spec(R"({"op": "latent_tail", )" + fields + "}", "gpu-test.json").ops[0];
+  return std::dynamic_pointer_cast<const LatentTailSpec>(s);
+}
+
+// One rank's device tensors, in declaration order: routed, shared, gamma, w_up, out, latent_sum, latent_norm.
+struct RankBuffers {
+  std::vector<detail::DeviceBuffer> buffers;
+  std::vector<Buffer> bindings;
+};
+
+RankBuffers upload_rank(const detail::Driver& drv, const LatentTailSpec& op, const reference::TailInputs& in, int rank) {
+  RankBuffers b;
+  auto add = [&](const void* data, std::size_t bytes) {
+    b.buffers.emplace_back(drv, bytes);
+    if (data) b.buffers.back().upload(data, bytes);
+    b.bindings.push_back({b.buffers.back().ptr(), bytes});
+  };
+  const auto t = static_cast<std::size_t>(in.tokens);
+  const auto r = static_cast<std::size_t>(rank);
+  add(in.routed[r].data(), in.routed[r].size() * 2);
+  if (op.shared_expert) add(in.shared[r].data(), in.shared[r].size() * 2);
+  add(in.gamma.data(), in.gamma.size() * 2);
+  add(in.w_up.data(), in.w_up.size() * 2);
+  add(nullptr, t * static_cast<std::size_t>(op.hidden) * 2);
+  add(nullptr, t * static_cast<std::size_t>(op.latent) * 2);
+  add(nullptr, t * static_cast<std::size_t>(op.latent) * 2);
+  return b;
+}
+
+std::vector<std::uint16_t> download(const detail::DeviceBuffer& b) {
+  std::vector<std::uint16_t> v(b.bytes() / 2);
+  b.download(v.data(), b.bytes());
+  return v;
+}
+
+reference::TailInputs make_inputs(const LatentTailSpec& op, std::int64_t tokens, int variant, std::uint64_t seed) {
+  reference::Rng rng(seed);
+  reference::TailInputs in;
+  in.tokens = tokens;
+  in.routed.resize(static_cast<std::size_t>(op.tp_size));
+  in.shared.resize(op.shared_expert ? static_cast<std::size_t>(op.tp_size) : 0);
+  std::vector<std::uint16_t> none;
+  for (int r = 0; r < op.tp_size; ++r) {
+    reference::fill_tail_rank(op, tokens, rng, variant, in.routed[static_cast<std::size_t>(r)],
+                              op.shared_expert ? in.shared[static_cast<std::size_t>(r)] : none);
+  }
+  reference::fill_tail_weights(op, rng, in.gamma, in.w_up);
+  return in;
+}
+
+struct Outputs {
+  std::vector<std::uint16_t> out, sum, norm;
+};
+
+// Checks one rank's outputs against the reference (R bitwise, z <= 2 ulp, out <= 1e-2).
+void check_against(const reference::TailOutputs& ref, const Outputs& got, const std::string& what) {
+  INFO(what);
+  std::size_t sum_bad = 0, norm_bad = 0;
+  for (std::size_t i = 0; i < ref.latent_sum.size(); ++i) {
+    sum_bad += got.sum[i] != ref.latent_sum[i];
+    norm_bad += reference::ulp_distance(DType::bf16, got.norm.data(), ref.latent_norm.data(), i) > 2;
+  }
+  CHECK(sum_bad == 0);
+  CHECK(norm_bad == 0);
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < ref.out.size(); ++i) {
+    const double a = reference::bf16_to_float(got.out[i]), b = reference::bf16_to_float(ref.out[i]);
+    err += (a - b) * (a - b);
+    norm += b * b;
+  }
+  CHECK(std::sqrt(err) <= 1e-2 * std::sqrt(norm));
+}
+
+// Runs one call of a group on `in` and returns every rank's outputs.
+std::vector<Outputs> run_group(LatentMoEGroup& group, const LatentTailSpec& op, const reference::TailInputs& in) {
+  std::vector<Outputs> outs(static_cast<std::size_t>(group.size()));
+  group.run([&](int r) {
+    auto& ctx = group.context(r);
+    auto b = upload_rank(ctx.driver(), op, in, r);
+    detail::Stream stream(ctx.driver());
+    group.tail(r).launch(b.bindings, in.tokens, stream.get());
+    stream.synchronize();
+    group.tail(r).check();
+    const std::size_t first = op.shared_expert ? 4 : 3;
+    auto& o = outs[static_cast<std::size_t>(r)];
+    o.out = download(b.buffers[first]);
+    o.sum = download(b.buffers[first + 1]);
+    o.norm = download(b.buffers[first + 2]);
+  });
+  return outs;
+}
+
+}  // namespace
+
+TEST_CASE("latent tail, tp 1, matches the reference", "[gpu][latent_tail]") {
+  const auto ops = test::warm({R"({"op": "latent_tail", "tp_size": 1, "hidden": 7168, "latent": 3584, "max_tokens": 128})",
+                               R"({"op": "latent_tail", "tp_size": 1, "hidden": 1024, "latent": 640, "shared_expert": false})"});
+  std::uint64_t seed = 1;
+  for (const auto& spec : ops) {
+    const auto op = gpu_context().load(spec);
+    for (int variant = 0; variant < 2; ++variant) {
+      for (std::int64_t t : {0, 1, 4, 16, 64}) test::check(*op, {variant, t, seed++});
+    }
+  }
+  // More tokens than max_tokens is an error, not a write past the workspaces.
+  const auto op = gpu_context().load(ops[0]);
+  auto tensors = reference::make_tensors(*ops[0], 129);
+  auto device = tools::upload(gpu_context().driver(), tensors);
+  detail::Stream stream(gpu_context().driver());
+  CHECK_THROWS_AS(op->launch(device.bindings, 129, stream.get()), Error);
+}
+
+TEST_CASE("latent tail, tp 2: fused, base and striped paths agree with the reference and each other", "[gpu][latent_tail][tp2]") {
+  if (device_count() < 2) {
+    WARN("SKIPPED: one GPU here; the tp 2 cases need two");
+    return;
+  }
+  const std::string shape = R"("tp_size": 2, "hidden": 7168, "latent": 3584, "eps": 1e-5, "max_tokens": 64)";
+  std::map<std::pair<std::int64_t, int>, std::vector<std::uint16_t>> first_out;
+  for (const char* path : {R"("path": "fused")", R"("path": "base", "base_variant": "full")", R"("path": "base", "base_variant": "striped")"}) {
+    const auto spec = tail_spec(shape + ", " + path);
+    test::warm({R"({"op": "latent_tail", )" + shape + ", " + path + "}"});
+    LatentMoEGroup group(spec, Options::from_environment());
+    std::uint64_t seed = 77;
+    // Token counts change from call to call (and the phase rotates with them).
+    for (std::int64_t t : {1, 16, 4, 64, 1, 33}) {
+      for (int variant = 0; variant < 2; ++variant) {
+        const auto in = make_inputs(*spec, t, variant, seed++);
+        const auto ref = reference::latent_tail_reference(*spec, in);
+        const auto outs = run_group(group, *spec, in);
+        INFO("path " << to_string(group.tail(0).path_for(t)) << " T=" << t << " variant " << variant);
+        CHECK(outs[0].out == outs[1].out);  // every rank assembles the same output
+        for (int r = 0; r < 2; ++r) check_against(ref, outs[static_cast<std::size_t>(r)], fmt::format("rank {}", r));
+        auto [it, fresh] = first_out.emplace(std::make_pair(t, variant), outs[0].out);
+        if (!fresh) CHECK(it->second == outs[0].out);  // bitwise across paths
+      }
+    }
+  }
+}
+
+TEST_CASE("latent tail, tp 2, fused: 100 CUDA-graph replays with inputs changed in place", "[gpu][latent_tail][tp2]") {
+  if (device_count() < 2) {
+    WARN("SKIPPED: one GPU here; the tp 2 cases need two");
+    return;
+  }
+  const std::string fields = R"("tp_size": 2, "hidden": 1024, "latent": 512, "max_tokens": 16, "path": "fused")";
+  test::warm({R"({"op": "latent_tail", )" + fields + "}"});
+  const auto spec = tail_spec(fields);
+  LatentMoEGroup group(spec, Options::from_environment());
+  const std::int64_t tokens = 16;
+  auto in = make_inputs(*spec, tokens, 0, 5);
+  std::vector<RankBuffers> bufs(2);
+  std::vector<std::unique_ptr<detail::Stream>> streams(2);
+  std::vector<std::unique_ptr<detail::Graph>> graphs(2);
+  group.run([&](int r) {
+    auto& ctx = group.context(r);
+    bufs[static_cast<std::size_t>(r)] = upload_rank(ctx.driver(), *spec, in, r);
+    streams[static_cast<std::size_t>(r)] = std::make_unique<detail::Stream>(ctx.driver());
+    auto& s = *streams[static_cast<std::size_t>(r)];
+    graphs[static_cast<std::size_t>(r)] = std::make_unique<detail::Graph>(
+        ctx.driver(), s, [&] { group.tail(r).launch(bufs[static_cast<std::size_t>(r)].bindings, tokens, s.get()); });
+  });
+  reference::Rng rng(9);
+  int checked = 0;
+  for (int replay = 0; replay < 100; ++replay) {
+    for (int r = 0; r < 2; ++r) reference::fill_tail_rank(*spec, tokens, rng, replay % 2, in.routed[static_cast<std::size_t>(r)], in.shared[static_cast<std::size_t>(r)]);
+    std::vector<Outputs> outs(2);
+    group.run([&](int r) {
+      auto& b = bufs[static_cast<std::size_t>(r)];
+      b.buffers[0].upload(in.routed[static_cast<std::size_t>(r)].data(), b.buffers[0].bytes());
+      b.buffers[1].upload(in.shared[static_cast<std::size_t>(r)].data(), b.buffers[1].bytes());
+      graphs[static_cast<std::size_t>(r)]->launch(*streams[static_cast<std::size_t>(r)]);
+      streams[static_cast<std::size_t>(r)]->synchronize();
+      group.tail(r).check();
+      outs[static_cast<std::size_t>(r)] = {download(b.buffers[4]), download(b.buffers[5]), download(b.buffers[6])};
+    });
+    const auto ref = reference::latent_tail_reference(*spec, in);
+    INFO("replay " << replay);
+    CHECK(outs[0].out == outs[1].out);
+    check_against(ref, outs[0], "rank 0");
+    ++checked;
+  }
+  CHECK(checked == 100);
+}
+
+TEST_CASE("latent tail: a communicator that does not fit is a clear error", "[gpu][latent_tail][tp2]") {
+  if (device_count() < 2) {
+    WARN("SKIPPED: one GPU here; the tp 2 cases need two");
+    return;
+  }
+  const auto spec4 = tail_spec(R"("tp_size": 4, "hidden": 7168, "latent": 3584, "path": "base")");
+  const auto spec2 = tail_spec(R"("tp_size": 2, "hidden": 7168, "latent": 3584, "path": "base")");
+  test::warm({R"({"op": "latent_tail", "tp_size": 4, "hidden": 7168, "latent": 3584, "path": "base"})",
+              R"({"op": "latent_tail", "tp_size": 2, "hidden": 7168, "latent": 3584, "path": "base"})"});
+  Context c0(Options::from_environment(), 0), c1(Options::from_environment(), 1);
+  Context* ctxs[] = {&c0, &c1};
+  auto comms = Communicator::create_all(ctxs);
+  try {
+    LatentMoE bad(c0, spec4, &comms[0]);
+    FAIL("a tp 4 tail accepted a communicator of 2 ranks");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("tp_size does not match the communicator") != std::string::npos);
+  }
+  try {
+    LatentMoE bad(c1, spec2, &comms[0]);
+    FAIL("a communicator of device 0 was accepted on device 1");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("on another device") != std::string::npos);
+  }
+  try {
+    LatentMoE bad(c0, spec2, nullptr);
+    FAIL("a tp 2 tail was created without a communicator");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("needs a communicator") != std::string::npos);
+  }
+}
+
+TEST_CASE("latent tail, tp 2, fused: a peer that never arrives gives an error, not a hung GPU", "[gpu][latent_tail][tp2]") {
+  if (device_count() < 2) {
+    WARN("SKIPPED: one GPU here; the tp 2 cases need two");
+    return;
+  }
+  const std::string fields = R"("tp_size": 2, "hidden": 1024, "latent": 512, "max_tokens": 8, "path": "fused", "peer_timeout_ms": 200)";
+  test::warm({R"({"op": "latent_tail", )" + fields + "}"});
+  const auto spec = tail_spec(fields);
+  LatentMoEGroup group(spec, Options::from_environment());
+  const auto in = make_inputs(*spec, 4, 0, 3);
+  bool raised = false;
+  group.run([&](int r) {
+    if (r != 0) return;  // rank 1 never calls
+    auto& ctx = group.context(0);
+    auto b = upload_rank(ctx.driver(), *spec, in, 0);
+    detail::Stream stream(ctx.driver());
+    group.tail(0).launch(b.bindings, 4, stream.get());
+    stream.synchronize();  // returns: the spins are bounded
+    try {
+      group.tail(0).check();
+    } catch (const Error& e) {
+      raised = std::string(e.what()).find("did not arrive within 200 ms") != std::string::npos;
+    }
+  });
+  CHECK(raised);
+}
