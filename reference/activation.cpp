@@ -157,13 +157,20 @@ std::vector<std::string> ActivationHarness::compare(const OpSpec& spec, std::spa
   const auto& g = got[out_index];
   const bool fp32 = op.out_dtype == DType::f32;
   const std::size_t n = w.elements();
-  const std::size_t allowed_off_by_one = n / 1000;
+  const std::size_t allowed_off_by_one = (n + 999) / 1000;
+  // situ chains three transcendentals (two tanhf, one expf), each up to 2 ulp on the GPU: its
+  // fp32 results were seen 9 ulp from the CPU's (H200, 2026-11-29). One ulp of a value below
+  // FLT_MIN is meaningless (gelu's erfc tail): those count as equal when both are subnormal.
+  const std::int64_t fp32_ulps = op.kind == ActivationKind::situ ? 16 : 8;
+  auto subnormal = [&](const HostTensor& t, std::size_t i) {
+    return std::fabs(load(op.out_dtype, t.data.data(), i)) < std::numeric_limits<float>::min();
+  };
   std::size_t off_by_one = 0;
   std::vector<std::string> failures;
   const auto d = static_cast<std::size_t>(op.d);
   for (std::size_t i = 0; i < n; ++i) {
     const auto dist = ulp_distance(op.out_dtype, w.data.data(), g.data.data(), i);
-    if (dist == 0 || (fp32 && dist <= 8)) continue;
+    if (dist == 0 || (fp32 && dist <= fp32_ulps) || (subnormal(w, i) && subnormal(g, i))) continue;
     if (!fp32 && dist == 1 && ++off_by_one <= allowed_off_by_one) continue;
     if (failures.size() < 8) {
       const std::size_t row = i / d;

@@ -13,6 +13,13 @@ namespace moejit::detail {
 
 namespace {
 
+// The ABI version to ask for: CUDA_VERSION, except where the newest variant of a name is not
+// the one cuda.h declares. NOTE: in CUDA 13, cuGetProcAddress("cuCtxSynchronize", 13000) returns
+// cuCtxSynchronize(CUcontext) while cuda.h still declares cuCtxSynchronize(void); calling the
+// one through the other passed a garbage context (a crash, or CONTEXT_IS_DESTROYED).
+// tests/unit/test_driver_abi.cpp audits cudaTypedefs.h for every entry point moejit resolves.
+int abi_version(std::string_view symbol) { return symbol == "cuCtxSynchronize" ? 2000 : CUDA_VERSION; }
+
 // cuGetProcAddress takes base names: "cuMemAlloc_v2" -> "cuMemAlloc"; the version argument
 // selects the variant.
 std::string base_symbol(std::string_view expanded) {
@@ -44,7 +51,7 @@ Driver::Driver() {
     const std::string symbol = base_symbol(expanded);
     void* fn = nullptr;
     CUdriverProcAddressQueryResult status{};
-    if (get_proc(symbol.c_str(), &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || !fn) {
+    if (get_proc(symbol.c_str(), &fn, abi_version(symbol), CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || !fn) {
       ::dlclose(handle_);
       throw Error({.kind = ErrorKind::driver, .message = "the CUDA driver lacks an entry point", .call = "cuGetProcAddress",
                    .found = symbol, .expected = fmt::format("a driver supporting CUDA {}", CUDA_VERSION)});

@@ -78,7 +78,12 @@ struct LatentMoE::Impl {
   // The second stream of the overlapped shared all-gather.
   CUstream side = nullptr;
   CUevent fork = nullptr, join = nullptr;
-  std::vector<std::pair<std::int64_t, Path>> measured;  // tokens -> best path, from data
+  struct Measured {
+    std::int64_t tokens;
+    Path best;
+    Path base;
+  };
+  std::vector<Measured> measured;  // from runtime/latent_tail_paths.json
 
   Impl(Context& c, const LatentTailSpec& s, Communicator* cm, Communicator* scm)
       : ctx(c), drv(c.driver()), spec(s), comm(cm), shared_comm(scm) {}
@@ -143,7 +148,7 @@ struct LatentMoE::Impl {
     MOEJIT_CU(drv, cuMemHostAlloc(&host_error, sizeof(int), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
     std::memset(host_error, 0, sizeof(int));
     MOEJIT_CU(drv, cuMemHostGetDevicePointer(&device_error, host_error, 0));
-    MOEJIT_CU(drv, cuCtxSynchronize());
+    detail::check_cu(drv, drv.cuCtxSynchronize(), "cuCtxSynchronize (peer buffers cleared)");
 
     PeerInfo mine{};
     MOEJIT_CU(drv, cuIpcGetMemHandle(&mine.handle, peer_buffer.address()));
@@ -171,6 +176,7 @@ struct LatentMoE::Impl {
         MOEJIT_CU(drv, cuDeviceGet(&dev, all[r].device));
         MOEJIT_CU(drv, cuDevicePrimaryCtxRetain(&peer, dev));
         peer_access.push_back(dev);
+        ctx.make_current();
         const CUresult rc = drv.cuCtxEnablePeerAccess(peer, 0);
         if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) detail::check_cu(drv, rc, "cuCtxEnablePeerAccess");
         peers.base[r] = reinterpret_cast<void*>(all[r].pointer);
@@ -185,36 +191,39 @@ struct LatentMoE::Impl {
 
   void load_measurements() {
     const auto data = nlohmann::json::parse(detail::latent_tail_paths_json());
+    auto parse = [](const std::string& p) {
+      return p == "fused" ? Path::fused : p == "base-striped" ? Path::base_striped : Path::base_full;
+    };
     for (const auto& e : data.at("entries")) {
       if (e.at("tp").get<int>() != spec.tp_size) continue;
-      const auto p = e.at("path").get<std::string>();
-      measured.emplace_back(e.at("tokens").get<std::int64_t>(),
-                            p == "fused" ? Path::fused : p == "base-striped" ? Path::base_striped : Path::base_full);
+      measured.push_back({e.at("tokens").get<std::int64_t>(), parse(e.at("path").get<std::string>()),
+                          parse(e.at("base").get<std::string>())});
     }
-    std::sort(measured.begin(), measured.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::sort(measured.begin(), measured.end(), [](const auto& a, const auto& b) { return a.tokens < b.tokens; });
+  }
+
+  // The measurement that applies to `tokens`: the last entry at or below it.
+  const Measured* measurement(std::int64_t tokens) const noexcept {
+    const Measured* m = nullptr;
+    for (const auto& e : measured) {
+      if (e.tokens <= tokens) m = &e;
+    }
+    return m;
   }
 
   Path choose(std::int64_t tokens) const noexcept {
     if (spec.tp_size == 1) return Path::base_full;
     const bool fused_ok = spec.fused_possible() && tokens <= spec.slot_tokens();
-    const bool striped_ok = spec.striped_possible();
+    const Measured* m = measurement(tokens);
     auto base = [&] {
-      if (spec.base_variant == TailBaseVariant::full || !striped_ok) return Path::base_full;
+      if (spec.base_variant == TailBaseVariant::full || !spec.striped_possible()) return Path::base_full;
       if (spec.base_variant == TailBaseVariant::striped) return Path::base_striped;
-      Path best = Path::base_full;
-      for (const auto& [t, p] : measured) {
-        if (t <= tokens && p != Path::fused) best = p;
-      }
-      return best;
+      return m && m->base == Path::base_striped ? Path::base_striped : Path::base_full;
     };
     if (spec.path == TailPath::base || !fused_ok) return base();
     if (spec.path == TailPath::fused) return Path::fused;
-    // auto: the measurement nearest below (fused where nothing was measured: it was built for this).
-    Path best = Path::fused;
-    for (const auto& [t, p] : measured) {
-      if (t <= tokens) best = p == Path::fused ? Path::fused : base();
-    }
-    return best;
+    // auto: fused unless a measurement says a base variant is faster here.
+    return !m || m->best == Path::fused ? Path::fused : base();
   }
 
   // ---- launches ----
@@ -378,7 +387,7 @@ LatentMoE::LatentMoE(Context& context, std::shared_ptr<const LatentTailSpec> spe
   m.allocate();
   if (spec->fused_possible()) m.setup_peers();
   m.load_measurements();
-  MOEJIT_CU(m.drv, cuCtxSynchronize());
+  detail::check_cu(m.drv, m.drv.cuCtxSynchronize(), "cuCtxSynchronize (end of LatentMoE setup)");
 }
 
 LatentMoE::~LatentMoE() = default;

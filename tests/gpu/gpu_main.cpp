@@ -8,10 +8,27 @@
 
 #include <catch2/catch.hpp>
 
+#include <csignal>
 #include <cstdio>
+
+#include <execinfo.h>
 #include <cstdlib>
 
+namespace {
+// A crash prints its stack (test_gpu links with -rdynamic, so the names are there).
+void on_crash(int sig) {
+  void* frames[64];
+  const int n = ::backtrace(frames, 64);
+  std::fprintf(stderr, "test_gpu: signal %d, stack:\n", sig);
+  ::backtrace_symbols_fd(frames, n, 2);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+  std::signal(SIGSEGV, on_crash);
+  std::signal(SIGABRT, on_crash);
   // NOTE: never NVLink multicast (NVLS): these machines' GPUs are shared.
   ::setenv("NCCL_NVLS_ENABLE", "0", 1);
   ::setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", 1);
