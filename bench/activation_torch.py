@@ -9,7 +9,6 @@ with the device-to-device copy bandwidth measured in the same run.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -17,7 +16,9 @@ import tempfile
 import torch
 import torch.nn.functional as F
 
-CALLS, REPLAYS, L2 = 20, 7, 60 * 1024 * 1024
+from graph_timing import CALLS, copy_bandwidth, time_per_call_us
+
+L2 = 60 * 1024 * 1024
 BETA, LINEAR_BETA = 4.0, 25.0
 SPEC = os.path.join(os.path.dirname(__file__), "specs", "activation.json")
 
@@ -31,40 +32,6 @@ def situ_and_mul(x):
     d = x.shape[-1] // 2
     g, u = x[..., :d].float(), x[..., d:].float()
     return (BETA * torch.tanh(g / BETA) * torch.sigmoid(g) * (LINEAR_BETA * torch.tanh(u / LINEAR_BETA))).to(x.dtype)
-
-
-def time_per_call_us(fn, sets):
-    """CALLS calls in one CUDA graph, rotating through `sets`; median us per call over REPLAYS."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for i in range(3):
-            fn(sets[i % len(sets)])
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    keep = []
-    with torch.cuda.graph(graph):
-        for i in range(CALLS):
-            keep.append(fn(sets[i % len(sets)]))
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(REPLAYS):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1000 / CALLS)
-    return statistics.median(times)
-
-
-def copy_bandwidth():
-    a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").fill_(3)
-    b = torch.empty_like(a)
-    us = time_per_call_us(lambda x: b.copy_(x), [a])
-    return 2 * a.numel() / (us * 1e-6)
 
 
 DENSE_OPS = "silu_2048,silu_3072,silu_7168,situ_2048,situ_3072,situ_7168,gelu_2048,gelu_tanh_2048,swiglu_oai_2880"
@@ -117,8 +84,8 @@ def main():
                 n = max(1, min(CALLS, -(-3 * L2 // (t * 2 * d * 2 + t * d * 2))))
                 sets = [torch.empty(t, 2 * d, device="cuda", dtype=torch.bfloat16).uniform_(-4, 4) for _ in range(n)]
                 torch._dynamo.mark_dynamic(sets[0], 0) if t > 1 else None
-                e = time_per_call_us(eager[kind], sets)
-                c = time_per_call_us(compiled[kind], sets)
+                e = time_per_call_us(eager[kind], [(x,) for x in sets])
+                c = time_per_call_us(compiled[kind], [(x,) for x in sets])
                 m = ours[(f"{kind}_{d}", t)]
                 row = {"op": kind, "d": d, "tokens": t, "bytes": bytes_moved, "moejit_us": m["us_per_call"],
                        "moejit_copy_fraction": m["copy_fraction"], "eager_us": e, "compile_us": c,

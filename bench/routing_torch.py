@@ -11,14 +11,15 @@ data (--crossover FILE).
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 
 import torch
 
-CALLS, REPLAYS, L2 = 20, 7, 60 * 1024 * 1024
+from graph_timing import CALLS, time_per_call_us
+
+L2 = 60 * 1024 * 1024
 SPEC = os.path.join(os.path.dirname(__file__), "specs", "routing.json")
 TOKENS = [1, 16, 128, 1024, 4096, 16384]
 CROSSOVER_TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -47,31 +48,6 @@ def make_router(e, k, groups, topk_group, scoring, has_bias, alpha):
         w = w / (w.sum(dim=-1, keepdim=True) + 1e-20)
         return w * alpha, ids.to(torch.int32)
     return route
-
-
-def time_us(fn, sets):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for i in range(3):
-            fn(*sets[i % len(sets)])
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(CALLS):
-            fn(*sets[i % len(sets)])
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(REPLAYS):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000 / CALLS)
-    return statistics.median(times)
 
 
 def moejit_bench(moejit, ops, tokens):
@@ -103,8 +79,8 @@ def main():
         for t in TOKENS:
             n = max(1, min(CALLS, -(-3 * L2 // (t * e * 4))))
             sets = [(torch.randn(t, e, device="cuda"), bias) for _ in range(n)]
-            eager_us = time_us(route, sets)
-            compile_us = time_us(compiled, sets)
+            eager_us = time_per_call_us(route, sets)
+            compile_us = time_per_call_us(compiled, sets)
             r = ours[(name, t)]
             floor = (t * e * 4 + t * k * 8 + e * 4) / copy * 1e6
             rows.append({"model": name, "tokens": t, "moejit_us": r["us_per_call"], "eager_us": eager_us,
