@@ -1,4 +1,5 @@
-// The latent tail on the GPU. One GPU: tp 1 against the reference. Two NVLinked GPUs (tp 2):
+// The latent tail on the GPU. One GPU: tp 1 against the reference. Two or more NVLinked GPUs
+// (tp 2, or 4 / 8 where the machine has them):
 // the fused, base and striped base paths against the reference and each other (integer
 // partials, so the reduced sums are exact and compared bitwise; z within 2 ulp; out within 1e-2
 // and bitwise equal across paths), inputs with -0.0, token counts that change between calls,
@@ -28,6 +29,13 @@ int device_count() {
   int n = 0;
   gpu_context().driver().cuDeviceGetCount(&n);
   return n;
+}
+
+// The ranks the multi-GPU cases use: the largest fused-path size (2, 4, 8) this machine holds,
+// so the same binary checks tp 2 on two GPUs and tp 4 / 8 where there are four or eight.
+int test_tp() {
+  const int n = device_count();
+  return n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
 }
 
 std::shared_ptr<const LatentTailSpec> tail_spec(const std::string& fields) {
@@ -143,12 +151,14 @@ TEST_CASE("latent tail, tp 1, matches the reference", "[gpu][latent_tail]") {
   CHECK_THROWS_AS(op->launch(device.bindings, 129, stream.get()), Error);
 }
 
-TEST_CASE("latent tail, tp 2: fused, base and striped paths agree with the reference and each other", "[gpu][latent_tail][tp2]") {
-  if (device_count() < 2) {
-    WARN("SKIPPED: one GPU here; the tp 2 cases need two");
+TEST_CASE("latent tail, tp 2/4/8: fused, base and striped paths agree with the reference and each other", "[gpu][latent_tail][tp2]") {
+  const int tp = test_tp();
+  if (tp < 2) {
+    WARN("SKIPPED: one GPU here; the multi-GPU cases need two or more");
     return;
   }
-  const std::string shape = R"("tp_size": 2, "hidden": 7168, "latent": 3584, "eps": 1e-5, "max_tokens": 64)";
+  WARN("tp " << tp);
+  const std::string shape = fmt::format(R"("tp_size": {}, "hidden": 7168, "latent": 3584, "eps": 1e-5, "max_tokens": 64)", tp);
   std::map<std::uint64_t, std::vector<std::uint16_t>> first_out;  // by input seed
   for (const char* path : {R"("path": "base", "base_variant": "full")", R"("path": "base", "base_variant": "striped")", R"("path": "fused")"}) {
     const auto spec = tail_spec(shape + ", " + path);
@@ -163,8 +173,10 @@ TEST_CASE("latent tail, tp 2: fused, base and striped paths agree with the refer
         const auto ref = reference::latent_tail_reference(*spec, in);
         const auto outs = run_group(group, *spec, in);
         INFO("path " << to_string(group.tail(0).path_for(t)) << " T=" << t << " variant " << variant);
-        CHECK(outs[0].out == outs[1].out);  // every rank assembles the same output
-        for (int r = 0; r < 2; ++r) check_against(ref, outs[static_cast<std::size_t>(r)], fmt::format("rank {}", r));
+        for (int r = 0; r < tp; ++r) {
+          CHECK(outs[0].out == outs[static_cast<std::size_t>(r)].out);  // every rank assembles the same output
+          check_against(ref, outs[static_cast<std::size_t>(r)], fmt::format("rank {}", r));
+        }
         auto [it, fresh] = first_out.emplace(this_seed, outs[0].out);
         if (!fresh) CHECK(it->second == outs[0].out);  // bitwise across paths
       }
@@ -172,20 +184,22 @@ TEST_CASE("latent tail, tp 2: fused, base and striped paths agree with the refer
   }
 }
 
-TEST_CASE("latent tail, tp 2, fused: 100 CUDA-graph replays with inputs changed in place", "[gpu][latent_tail][tp2]") {
-  if (device_count() < 2) {
-    WARN("SKIPPED: one GPU here; the tp 2 cases need two");
+TEST_CASE("latent tail, tp 2/4/8, fused: 100 CUDA-graph replays with inputs changed in place", "[gpu][latent_tail][tp2]") {
+  const int tp = test_tp();
+  if (tp < 2) {
+    WARN("SKIPPED: one GPU here; the multi-GPU cases need two or more");
     return;
   }
-  const std::string fields = R"("tp_size": 2, "hidden": 1024, "latent": 512, "max_tokens": 16, "path": "fused")";
+  const std::string fields = fmt::format(R"("tp_size": {}, "hidden": 1024, "latent": 512, "max_tokens": 16, "path": "fused")", tp);
   test::warm({R"({"op": "latent_tail", )" + fields + "}"});
   const auto spec = tail_spec(fields);
   LatentMoEGroup group(spec, Options::from_environment());
   const std::int64_t tokens = 16;
   auto in = make_inputs(*spec, tokens, 0, 5);
-  std::vector<RankBuffers> bufs(2);
-  std::vector<std::unique_ptr<detail::Stream>> streams(2);
-  std::vector<std::unique_ptr<detail::Graph>> graphs(2);
+  const auto ranks = static_cast<std::size_t>(tp);
+  std::vector<RankBuffers> bufs(ranks);
+  std::vector<std::unique_ptr<detail::Stream>> streams(ranks);
+  std::vector<std::unique_ptr<detail::Graph>> graphs(ranks);
   group.run([&](int r) {
     auto& ctx = group.context(r);
     bufs[static_cast<std::size_t>(r)] = upload_rank(ctx.driver(), *spec, in, r);
@@ -197,8 +211,8 @@ TEST_CASE("latent tail, tp 2, fused: 100 CUDA-graph replays with inputs changed 
   reference::Rng rng(9);
   int checked = 0;
   for (int replay = 0; replay < 100; ++replay) {
-    for (int r = 0; r < 2; ++r) reference::fill_tail_rank(*spec, tokens, rng, replay % 2, in.routed[static_cast<std::size_t>(r)], in.shared[static_cast<std::size_t>(r)]);
-    std::vector<Outputs> outs(2);
+    for (int r = 0; r < tp; ++r) reference::fill_tail_rank(*spec, tokens, rng, replay % 2, in.routed[static_cast<std::size_t>(r)], in.shared[static_cast<std::size_t>(r)]);
+    std::vector<Outputs> outs(ranks);
     group.run([&](int r) {
       auto& b = bufs[static_cast<std::size_t>(r)];
       b.buffers[0].upload(in.routed[static_cast<std::size_t>(r)].data(), b.buffers[0].bytes());
@@ -210,7 +224,7 @@ TEST_CASE("latent tail, tp 2, fused: 100 CUDA-graph replays with inputs changed 
     });
     const auto ref = reference::latent_tail_reference(*spec, in);
     INFO("replay " << replay);
-    CHECK(outs[0].out == outs[1].out);
+    for (std::size_t r = 1; r < ranks; ++r) CHECK(outs[0].out == outs[r].out);
     check_against(ref, outs[0], "rank 0");
     ++checked;
   }
@@ -219,7 +233,7 @@ TEST_CASE("latent tail, tp 2, fused: 100 CUDA-graph replays with inputs changed 
 
 TEST_CASE("latent tail: a communicator that does not fit is a clear error", "[gpu][latent_tail][tp2]") {
   if (device_count() < 2) {
-    WARN("SKIPPED: one GPU here; the tp 2 cases need two");
+    WARN("SKIPPED: one GPU here; the multi-GPU cases need two or more");
     return;
   }
   const auto spec4 = tail_spec(R"("tp_size": 4, "hidden": 7168, "latent": 3584, "path": "base")");
@@ -249,19 +263,21 @@ TEST_CASE("latent tail: a communicator that does not fit is a clear error", "[gp
   }
 }
 
-TEST_CASE("latent tail, tp 2, fused: a peer that never arrives gives an error, not a hung GPU", "[gpu][latent_tail][tp2]") {
-  if (device_count() < 2) {
-    WARN("SKIPPED: one GPU here; the tp 2 cases need two");
+TEST_CASE("latent tail, tp 2/4/8, fused: a peer that never arrives gives an error, not a hung GPU", "[gpu][latent_tail][tp2]") {
+  const int tp = test_tp();
+  if (tp < 2) {
+    WARN("SKIPPED: one GPU here; the multi-GPU cases need two or more");
     return;
   }
-  const std::string fields = R"("tp_size": 2, "hidden": 1024, "latent": 512, "max_tokens": 8, "path": "fused", "peer_timeout_ms": 200)";
+  const std::string fields =
+      fmt::format(R"("tp_size": {}, "hidden": 1024, "latent": 512, "max_tokens": 8, "path": "fused", "peer_timeout_ms": 200)", tp);
   test::warm({R"({"op": "latent_tail", )" + fields + "}"});
   const auto spec = tail_spec(fields);
   LatentMoEGroup group(spec, Options::from_environment());
   const auto in = make_inputs(*spec, 4, 0, 3);
   bool raised = false;
   group.run([&](int r) {
-    if (r != 0) return;  // rank 1 never calls
+    if (r != 0) return;  // the other ranks never call
     auto& ctx = group.context(0);
     auto b = upload_rank(ctx.driver(), *spec, in, 0);
     detail::Stream stream(ctx.driver());
