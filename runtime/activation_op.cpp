@@ -15,9 +15,9 @@ namespace {
 class ActivationOp final : public Op {
  public:
   ActivationOp(Context& context, std::shared_ptr<const ActivationSpec> spec)
-      : Op(spec), spec_(*spec), sm_count_(context.device().sm_count) {
+      : Op(spec), spec_(*spec), sm_count_(context.device().sm_count), vec_(spec->vec()) {
     auto kernel = context.kernel(spec->contracts(context.device().arch).front());
-    const_cast<Kernel&>(*kernel).set_block({ActivationSpec::kThreads, 1, 1}, 0);
+    kernel->set_block({ActivationSpec::kThreads, 1, 1}, 0);
     kernel_ = std::move(kernel);
   }
 
@@ -27,7 +27,7 @@ class ActivationOp final : public Op {
     const bool masked = spec_.layout == ActivationLayout::masked;
     const Buffer& in = buffers[0];
     const Buffer& out = buffers[masked ? 2 : 1];
-    const int vec = spec_.vec();
+    const int vec = vec_;
     const bool aligned = reinterpret_cast<std::uintptr_t>(in.ptr) % (static_cast<std::size_t>(vec) * size_of(spec_.dtype)) == 0 &&
                          reinterpret_cast<std::uintptr_t>(out.ptr) % (static_cast<std::size_t>(vec) * size_of(spec_.out_dtype)) == 0;
     const std::int64_t v = aligned ? vec : 1;
@@ -49,6 +49,7 @@ class ActivationOp final : public Op {
 
   const ActivationSpec& spec_;
   int sm_count_;
+  int vec_;
   std::shared_ptr<const Kernel> kernel_;
 };
 

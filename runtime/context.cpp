@@ -88,7 +88,7 @@ detail::Cache& Context::cache() noexcept { return impl_->cache; }
 
 void Context::make_current() const { MOEJIT_CU(impl_->driver, cuCtxSetCurrent(impl_->primary)); }
 
-std::shared_ptr<const detail::Kernel> Context::kernel(const Contract& contract, std::size_t index) {
+std::shared_ptr<detail::Kernel> Context::kernel(const Contract& contract, std::size_t index) {
   const auto key = impl_->cache.key_of(contract);
   std::shared_ptr<const detail::Module> module;
   std::shared_ptr<const detail::CacheEntry> entry;

@@ -13,18 +13,18 @@ namespace moejit::detail {
 // (cuMemAlloc -> cuMemAlloc_v2); decltype picks the prototype and cuGetProcAddress the matching
 // version for CUDA_VERSION, so both stay in step.
 #define MOEJIT_DRIVER_FUNCTIONS(X)                                                          \
-  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet)       \
+  X(cuInit) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet)       \
   X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) \
-  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)     \
-  X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess)                                          \
+  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxSynchronize)     \
+  X(cuCtxEnablePeerAccess)                                          \
   X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuKernelSetAttribute)      \
   X(cuLaunchKernelEx) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)             \
-  X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD16Async) \
-  X(cuMemsetD32Async) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)            \
-  X(cuStreamWaitEvent) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing)  \
+  X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD16Async) \
+  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)            \
+  X(cuStreamWaitEvent) X(cuStreamBeginCapture) X(cuStreamEndCapture)  \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)             \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)              \
-  X(cuEventDestroy) X(cuPointerGetAttribute) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle)      \
+  X(cuEventDestroy) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle)      \
   X(cuIpcCloseMemHandle) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostGetDevicePointer)
 
 class Driver {

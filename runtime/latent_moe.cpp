@@ -376,13 +376,11 @@ LatentMoE::LatentMoE(Context& context, std::shared_ptr<const LatentTailSpec> spe
   m.shard = spec->hidden / spec->tp_size;
   const auto contract = spec->contracts(context.device().arch).front();
   const std::size_t kernels = spec->tp_size > 1 ? 5 : 2;
-  for (std::size_t i = 0; i < kernels; ++i) m.k[i] = context.kernel(contract, i);
-  const_cast<Kernel&>(*m.k[kNorm]).set_block({256, 1, 1}, 0);
-  const_cast<Kernel&>(*m.k[kUpProj]).set_block({128, 1, 1}, static_cast<unsigned>(128 * spec->k_block() * 2));
-  if (kernels == 5) {
-    const_cast<Kernel&>(*m.k[kExchange]).set_block({256, 1, 1}, 0);
-    const_cast<Kernel&>(*m.k[kGather]).set_block({256, 1, 1}, 0);
-    const_cast<Kernel&>(*m.k[kPermute]).set_block({256, 1, 1}, 0);
+  const unsigned gemm_shared = static_cast<unsigned>(128 * spec->k_block() * 2);  // 64 W rows + 64 tokens
+  for (std::size_t i = 0; i < kernels; ++i) {
+    auto kernel = context.kernel(contract, i);
+    kernel->set_block({i == kUpProj ? 128u : 256u, 1, 1}, i == kUpProj ? gemm_shared : 0);
+    m.k[i] = std::move(kernel);
   }
   m.allocate();
   if (spec->fused_possible()) m.setup_peers();

@@ -42,13 +42,15 @@ class RoutingOp final : public Op {
     const auto t = spec->tiling();
     std::size_t index = 0;
     if (t.warp_slots > 0) {
-      warp_ = context.kernel(contract, index++);
-      const_cast<Kernel&>(*warp_).set_block({static_cast<unsigned>(32 * t.warps_per_block), 1, 1}, 0);
+      auto warp = context.kernel(contract, index++);
+      warp->set_block({static_cast<unsigned>(32 * t.warps_per_block), 1, 1}, 0);
+      warp_ = std::move(warp);
       tokens_per_block_ = t.warps_per_block * (32 / t.lanes);
     }
     if (t.block_warps > 0) {
-      block_ = context.kernel(contract, index++);
-      const_cast<Kernel&>(*block_).set_block({static_cast<unsigned>(32 * t.block_warps), 1, 1}, 0);
+      auto block = context.kernel(contract, index++);
+      block->set_block({static_cast<unsigned>(32 * t.block_warps), 1, 1}, 0);
+      block_ = std::move(block);
     }
     switch (spec->single_group_kernel) {
       case SingleGroupKernel::block: crossover_ = std::numeric_limits<std::int64_t>::max(); break;

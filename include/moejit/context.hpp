@@ -45,7 +45,7 @@ class Context {
   /// Gets the op's kernels (memory, disk cache or NVRTC) and loads them on this device.
   std::unique_ptr<Op> load(std::shared_ptr<const OpSpec> op);
   /// The kernel `name_expression` of a contract, loaded on this device (shared per contract).
-  std::shared_ptr<const detail::Kernel> kernel(const Contract& contract, std::size_t index = 0);
+  std::shared_ptr<detail::Kernel> kernel(const Contract& contract, std::size_t index = 0);
 
   /// Makes this device's primary context current on the calling thread (allocations and
   /// other context-bound driver calls of the thread then go to this device).
