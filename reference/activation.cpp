@@ -27,6 +27,20 @@ std::int64_t rows_of(const ActivationSpec& op, const std::int32_t* counts, std::
 
 }  // namespace
 
+float activation_gate(const ActivationSpec& op, float g) noexcept {
+  switch (op.kind) {
+    case ActivationKind::silu: return g / (1.0f + std::exp(-g));
+    case ActivationKind::gelu: return (0.5f * g) * std::erfc(-(g * 0.70710678118654752f));
+    case ActivationKind::gelu_tanh: {
+      const float inner = 0.7978845608f * (g + 0.044715f * ((g * g) * g));
+      return g / (1.0f + std::exp(-(2.0f * inner)));
+    }
+    case ActivationKind::swiglu_oai:
+    case ActivationKind::situ: return 1.0f;  // no separately evaluated gate with a subnormal tail
+  }
+  return 1.0f;
+}
+
 float activation_element(const ActivationSpec& op, float g, float u) noexcept {
   const DType out = op.out_dtype;
   switch (op.kind) {
@@ -159,18 +173,37 @@ std::vector<std::string> ActivationHarness::compare(const OpSpec& spec, std::spa
   const std::size_t n = w.elements();
   const std::size_t allowed_off_by_one = (n + 999) / 1000;
   // situ chains three transcendentals (two tanhf, one expf), each up to 2 ulp on the GPU: its
-  // fp32 results were seen 9 ulp from the CPU's (H200, 2026-11-29). One ulp of a value below
-  // FLT_MIN is meaningless (gelu's erfc tail): those count as equal when both are subnormal.
+  // fp32 results were seen 9 ulp from the CPU's (H200, 2026-11-29).
+  //
+  // Neither libm nor CUDA is ulp-accurate in a transcendental's far tail (gelu's erfc at
+  // g < -9): where the CPU's gate a = act(g) is below 2^-100, fp32 outputs count as equal within
+  // 64 ulp, and where it is below FLT_MIN (subnormal: known only to about FLT_MIN, absolutely)
+  // within FLT_MIN * |u| (both NaN or infinite when u is infinite: 0 * inf is NaN, a subnormal
+  // * inf is inf). Seen on the H200 (2026-11-29): fp32 gelu outputs near 1e-37 9-12 ulp apart,
+  // near 1e-38 up to 253 ulp, and one -inf where the CPU's a was 0.
   const std::int64_t fp32_ulps = op.kind == ActivationKind::situ ? 16 : 8;
-  auto subnormal = [&](const HostTensor& t, std::size_t i) {
-    return std::fabs(load(op.out_dtype, t.data.data(), i)) < std::numeric_limits<float>::min();
+  constexpr float kMin = std::numeric_limits<float>::min();
+  auto subnormal = [&](const HostTensor& t, std::size_t i) { return std::fabs(load(op.out_dtype, t.data.data(), i)) < kMin; };
+  const auto& x = want[0];
+  const auto d = static_cast<std::size_t>(op.d);
+  auto gate_tail = [&](std::size_t i) {
+    const std::size_t row = i / d, j = i % d;
+    const std::size_t gi = op.interleaved ? row * 2 * d + 2 * j : row * 2 * d + j;
+    const std::size_t ui = op.interleaved ? gi + 1 : gi + d;
+    const float gv = load(op.dtype, x.data.data(), gi), uv = load(op.dtype, x.data.data(), ui);
+    const float a = std::fabs(activation_gate(op, gv));
+    if (!(a < 0x1p-100f)) return false;
+    if (fp32 && ulp_distance(op.out_dtype, w.data.data(), g.data.data(), i) <= 64) return true;
+    if (!(a < kMin)) return false;
+    const float wv = load(op.out_dtype, w.data.data(), i), ov = load(op.out_dtype, g.data.data(), i);
+    if (std::isinf(uv)) return !std::isfinite(wv) && !std::isfinite(ov);
+    return std::fabs(ov - wv) <= kMin * std::fabs(uv);
   };
   std::size_t off_by_one = 0;
   std::vector<std::string> failures;
-  const auto d = static_cast<std::size_t>(op.d);
   for (std::size_t i = 0; i < n; ++i) {
     const auto dist = ulp_distance(op.out_dtype, w.data.data(), g.data.data(), i);
-    if (dist == 0 || (fp32 && dist <= fp32_ulps) || (subnormal(w, i) && subnormal(g, i))) continue;
+    if (dist == 0 || (fp32 && dist <= fp32_ulps) || (subnormal(w, i) && subnormal(g, i)) || gate_tail(i)) continue;
     if (!fp32 && dist == 1 && ++off_by_one <= allowed_off_by_one) continue;
     if (failures.size() < 8) {
       const std::size_t row = i / d;

@@ -11,6 +11,8 @@ namespace moejit::reference {
 /// One output element from fp32 gate and up values, rounded to the output dtype (returned as
 /// float), with exactly the rounding points and operation order of numerics.md.
 float activation_element(const ActivationSpec& op, float g, float u) noexcept;
+/// The gate value act(g) of silu, gelu and gelu_tanh in fp32, before rounding (1 for the others).
+float activation_gate(const ActivationSpec& op, float g) noexcept;
 
 /// x [T, 2d] or [E, T, 2d] -> out [T, d] or [E, T, d]; masked rows past counts are left alone.
 void activation_reference(const ActivationSpec& op, const HostTensor& x, const std::int32_t* counts,

@@ -130,3 +130,32 @@ TEST_CASE("the masked reference writes only each expert's first rows", "[referen
   }
   CHECK(harness_for("activation").bytes_moved(op, tensors, tokens) == (0 + 2 + 5) * 4 * (2 * 2 + 2) + 3 * 4);
 }
+
+TEST_CASE("activation compare: outputs of a subnormal gate are equal within FLT_MIN * |u|", "[reference]") {
+  const auto spec = parse_spec(R"({"op": "activation", "kind": "gelu", "d": 2, "dtype": "fp32", "out_dtype": "fp32"})", "t.json");
+  const auto& op = act(spec);
+  const auto& harness = harness_for("activation");
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  auto tensors = make_tensors(op, 1);
+  // Row [g0, g1, u0, u1]: g0 = -14 puts gelu in erfc's subnormal tail; g1 = 1 does not.
+  float* x = tensors[0].as<float>();
+  x[0] = -14.0f, x[1] = 1.0f, x[2] = 1000.0f, x[3] = 1000.0f;
+  harness.run(op, tensors, 1);
+  auto got = make_tensors(op, 1);
+  got[0] = tensors[0];
+  got[1] = tensors[1];
+  CHECK(harness.compare(op, tensors, got, 1).empty());
+  float* out = got[1].as<float>();
+  out[0] += 1e-40f * 1000.0f;  // within FLT_MIN * |u| of the reference: equal
+  CHECK(harness.compare(op, tensors, got, 1).empty());
+  out[1] = std::nextafter(std::nextafter(out[1], kInf), kInf);  // 2 ulp off a normal gate: within 8 ulp
+  CHECK(harness.compare(op, tensors, got, 1).empty());
+  out[1] *= 1.001f;  // far off a normal gate: a failure
+  CHECK(harness.compare(op, tensors, got, 1).size() == 1);
+  // u infinite: a subnormal gate times inf is inf, a zero one NaN; either is accepted.
+  x[2] = kInf;
+  harness.run(op, tensors, 1);
+  got[1] = tensors[1];
+  got[1].as<float>()[0] = std::isnan(tensors[1].as<float>()[0]) ? -kInf : std::numeric_limits<float>::quiet_NaN();
+  CHECK(harness.compare(op, tensors, got, 1).empty());
+}
