@@ -12,6 +12,13 @@ namespace moejit::detail {
 
 namespace {
 
+// The scalar path (one element per thread) is taken while the output has at most this many
+// elements per SM and thread of a block: there per-thread latency, not bytes, sets the time. At
+// 6 (202752 elements on the H200) T = 16 at d = 7168 and T = 64 at d <= 3072 go scalar (15-20%
+// faster than 8-element vectors), T = 128 at d = 2048 stays vectorized (scalar was 8% slower);
+// bench/README.md, 2026-11-29.
+constexpr std::int64_t kScalarFill = 6;
+
 class ActivationOp final : public Op {
  public:
   ActivationOp(Context& context, std::shared_ptr<const ActivationSpec> spec)
@@ -27,21 +34,30 @@ class ActivationOp final : public Op {
     const bool masked = spec_.layout == ActivationLayout::masked;
     const Buffer& in = buffers[0];
     const Buffer& out = buffers[masked ? 2 : 1];
-    const int vec = vec_;
-    const bool aligned = reinterpret_cast<std::uintptr_t>(in.ptr) % (static_cast<std::size_t>(vec) * size_of(spec_.dtype)) == 0 &&
-                         reinterpret_cast<std::uintptr_t>(out.ptr) % (static_cast<std::size_t>(vec) * size_of(spec_.out_dtype)) == 0;
-    const std::int64_t v = aligned ? vec : 1;
-    const std::int64_t per_block = std::int64_t{ActivationSpec::kThreads} * ActivationSpec::kUnroll;
-    const std::int64_t blocks = (tokens * (spec_.d / v) + per_block - 1) / per_block;
+    const std::int64_t rows = tokens * (masked ? spec_.num_experts : 1);
+    const std::int64_t threads = ActivationSpec::kThreads, unroll = ActivationSpec::kUnroll;
+    const std::int64_t fill = kScalarFill * std::int64_t{sm_count_} * threads;
+    // Vectors unless the pointers are not aligned for them or the output is too small to fill
+    // the GPU with one element per thread (then per-thread latency, not bytes, sets the time).
+    const std::size_t vec = static_cast<std::size_t>(vec_);
+    const bool aligned = reinterpret_cast<std::uintptr_t>(in.ptr) % (vec * size_of(spec_.dtype)) == 0 &&
+                         reinterpret_cast<std::uintptr_t>(out.ptr) % (vec * size_of(spec_.out_dtype)) == 0;
+    const bool vectorized = aligned && rows * spec_.d > fill;
+    const std::int64_t chunks = tokens * (spec_.d / (vectorized ? vec_ : 1));  // per expert when masked
+    // kUnroll chunks per thread where that still fills the GPU twice, else one chunk per thread.
+    const std::int64_t unrolled = (chunks + threads * unroll - 1) / (threads * unroll);
+    const std::int64_t single = (chunks + threads - 1) / threads;
     ActivationArgs args{in.ptr, out.ptr, masked ? static_cast<const int*>(buffers[1].ptr) : nullptr, tokens,
-                        aligned ? 1 : 0, 0};
+                        vectorized ? 1 : 0, 0};
     Dim3 grid;
     if (masked) {
-      // Grid-stride over each expert's rows: enough blocks to fill the GPU a few times over,
-      // whatever the (device-side) counts turn out to be.
-      const std::int64_t target = std::max<std::int64_t>(1, (4 * sm_count_ + spec_.num_experts - 1) / spec_.num_experts);
-      grid = {static_cast<unsigned>(std::min(blocks, target)), static_cast<unsigned>(spec_.num_experts), 1};
+      // Grid-stride over each expert's rows, whatever the (device-side) counts turn out to be:
+      // 32 blocks per SM in all keep the SMs full (6 resident) when experts are half full, and
+      // a block past its expert's count exits at once.
+      const std::int64_t target = std::max<std::int64_t>(1, (32 * sm_count_ + spec_.num_experts - 1) / spec_.num_experts);
+      grid = {static_cast<unsigned>(std::min(single, target)), static_cast<unsigned>(spec_.num_experts), 1};
     } else {
+      const std::int64_t blocks = std::max(unrolled, std::min(single, fill / threads));
       grid = {static_cast<unsigned>(std::min<std::int64_t>(blocks, 0x7fffffff)), 1, 1};
     }
     kernel_->launch(grid, args, stream);

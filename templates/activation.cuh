@@ -3,11 +3,15 @@
 // Dense [T, 2d] -> [T, d], or masked [E, T_max, 2d] -> [E, T_max, d] where rows at or past
 // expert_num_tokens[e] are not written. fp32 math with the exact rounding points of numerics.md.
 //
-// Work split: the output is cut into chunks of kVec elements (16-byte loads for bf16/fp16);
-// each thread takes kUnroll chunks a kThreads stride apart, so a block covers a contiguous run
-// of kThreads * kUnroll chunks and a warp's loads are coalesced. All loads of a thread are
-// issued before the first use. A run-time flag selects a scalar path when the caller's
-// pointers are not aligned for vectors (offset views).
+// Work split: the output is cut into chunks of kVec elements (16-byte loads for bf16/fp16), or
+// of one element on the scalar path. Thread i of the grid takes chunks i, i + S, ..., i +
+// (kUnroll - 1) S with S = gridDim.x * kThreads (then moves on by kUnroll * S), so a warp's
+// loads are coalesced and a grid of one chunk per thread does every chunk in one step: the
+// launcher sizes the grid so that small T spreads over the SMs instead of running kUnroll
+// chunks serially on a few (per-call latency), and large T gets kUnroll chunks per thread
+// (bytes in flight). All loads of a thread are issued before the first use. A run-time flag
+// selects the scalar path: for pointers not aligned for vectors (offset views), and for outputs
+// so small that one element per thread does not fill the GPU twice.
 //
 // Config (generated): kKind, kMasked, kD, kNumExperts, kInterleaved, kBeta, kInvBeta,
 // kLinearBeta, kInvLinearBeta, kAlpha, kLimit, kThreads, kVec, kUnroll, In, Out.
@@ -64,21 +68,21 @@ __device__ __forceinline__ typename C::Out activate(float g, float u) {
 }
 
 /// Processes the chunks of one run of `rows` rows starting at `in`/`out`; `first` is this
-/// thread's first chunk and `stride` the distance between a thread's successive runs.
+/// thread's first chunk and `step` the distance between its unrolled chunks (the grid's width).
 template <class C, int kV>
 __device__ __forceinline__ void activation_rows(const typename C::In* __restrict__ in,
                                                 typename C::Out* __restrict__ out, long long rows,
-                                                long long first, long long stride) {
+                                                long long first, long long step) {
   using In = typename C::In;
   using Out = typename C::Out;
   constexpr long long kChunksPerRow = C::kD / kV;
   const long long total = rows * kChunksPerRow;
-  for (long long base = first; base < total; base += stride) {
+  for (long long base = first; base < total; base += step * C::kUnroll) {
     Vec<In, kV> g[C::kUnroll], u[C::kUnroll];
     // Load: every load of this thread in flight before the first use.
 #pragma unroll
     for (int k = 0; k < C::kUnroll; ++k) {
-      const long long c = base + static_cast<long long>(k) * C::kThreads;
+      const long long c = base + k * step;
       if (c >= total) break;
       const long long row = c / kChunksPerRow;
       const long long col = (c - row * kChunksPerRow) * kV;
@@ -105,7 +109,7 @@ __device__ __forceinline__ void activation_rows(const typename C::In* __restrict
     // Compute and store.
 #pragma unroll
     for (int k = 0; k < C::kUnroll; ++k) {
-      const long long c = base + static_cast<long long>(k) * C::kThreads;
+      const long long c = base + k * step;
       if (c >= total) break;
       const long long row = c / kChunksPerRow;
       const long long col = (c - row * kChunksPerRow) * kV;
@@ -121,9 +125,8 @@ template <class C, int kV>
 __device__ __forceinline__ void activation_body(const ActivationArgs& args) {
   using In = typename C::In;
   using Out = typename C::Out;
-  const long long per_block = static_cast<long long>(C::kThreads) * C::kUnroll;
-  const long long first = blockIdx.x * per_block + threadIdx.x;
-  const long long stride = static_cast<long long>(gridDim.x) * per_block;
+  const long long first = static_cast<long long>(blockIdx.x) * C::kThreads + threadIdx.x;
+  const long long step = static_cast<long long>(gridDim.x) * C::kThreads;
   const In* in = static_cast<const In*>(args.in);
   Out* out = static_cast<Out*>(args.out);
   if constexpr (C::kMasked) {
@@ -131,9 +134,9 @@ __device__ __forceinline__ void activation_body(const ActivationArgs& args) {
     long long rows = args.expert_num_tokens[e];
     rows = rows < 0 ? 0 : (rows > args.tokens ? args.tokens : rows);
     const long long offset = e * args.tokens;
-    activation_rows<C, kV>(in + offset * 2 * C::kD, out + offset * C::kD, rows, first, stride);
+    activation_rows<C, kV>(in + offset * 2 * C::kD, out + offset * C::kD, rows, first, step);
   } else {
-    activation_rows<C, kV>(in, out, args.tokens, first, stride);
+    activation_rows<C, kV>(in, out, args.tokens, first, step);
   }
 }
 
