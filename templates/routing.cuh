@@ -259,15 +259,19 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
   const bool active = token < a.tokens;
   const long long row = active ? token : 0;
 
-  // Load: lane l holds experts l, l + kLanes, ...
-  float x[kSlots];
+  // Load: lane l holds experts l, l + kLanes, ...; the bias is loaded beside the logits, so
+  // both round trips to memory overlap (a token is latency-bound at small T).
+  float x[kSlots], b[kSlots];
   bool any = false;
 #pragma unroll
   for (int s = 0; s < kSlots; ++s) {
     const int e = s * kLanes + lane;
     x[s] = e < C::kE ? load_float<typename C::Logit>(a.logits, row * C::kE + e) : 0.0f;
-    any |= e < C::kE && finite(x[s]);
+    b[s] = 0.0f;
+    if constexpr (C::kHasBias) b[s] = e < C::kE ? load_float<typename C::Bias>(a.bias, e) : 0.0f;
   }
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) any |= s * kLanes + lane < C::kE && finite(x[s]);
   const bool any_finite = lanes_max<kLanes>(static_cast<u32>(any)) != 0;
 
   RowStats st;
@@ -291,9 +295,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
 #pragma unroll
   for (int s = 0; s < kSlots; ++s) {
     const int e = s * kLanes + lane;
-    float b = 0.0f;
-    if constexpr (C::kHasBias) b = e < C::kE ? load_float<typename C::Bias>(a.bias, e) : 0.0f;
-    keys[s] = e < C::kE ? expert_key<C>(x[s], b, e, st) : 0;
+    keys[s] = e < C::kE ? expert_key<C>(x[s], b[s], e, st) : 0;
   }
 
   if constexpr (C::kGrouped) {
@@ -370,6 +372,26 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32) routing_block_kernel(Rout
   const long long row = blockIdx.x;
   const long long base = row * C::kE;
   auto expert = [&](int chunk, int s) { return chunk * kChunk + s * kThreads + tid; };
+  // One chunk (the usual case): logits and bias are loaded once, together, into registers.
+  // Several chunks: each pass reloads its chunk (from L1/L2).
+  float xr[kSlots], br[kSlots];
+  if constexpr (kChunks == 1) {
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      const int e = expert(0, s);
+      xr[s] = e < C::kE ? load_float<typename C::Logit>(a.logits, base + e) : 0.0f;
+      br[s] = 0.0f;
+      if constexpr (C::kHasBias) br[s] = e < C::kE ? load_float<typename C::Bias>(a.bias, e) : 0.0f;
+    }
+  }
+  auto logit = [&](int chunk, int s) {
+    if constexpr (kChunks == 1) return xr[s];
+    return load_float<typename C::Logit>(a.logits, base + expert(chunk, s));
+  };
+  auto bias = [&](int chunk, int s) {
+    if constexpr (kChunks == 1) return br[s];
+    return load_float<typename C::Bias>(a.bias, expert(chunk, s));
+  };
 
   bool any = false;
   u32 m = 0;
@@ -379,7 +401,7 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32) routing_block_kernel(Rout
     for (int s = 0; s < kSlots; ++s) {
       const int e = expert(chunk, s);
       if (e >= C::kE) continue;
-      const float x = load_float<typename C::Logit>(a.logits, base + e);
+      const float x = logit(chunk, s);
       if (finite(x)) {
         any = true;
         m = umax(m, orderable(x));
@@ -402,7 +424,7 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32) routing_block_kernel(Rout
       for (int s = 0; s < kSlots; ++s) {
         const int e = expert(chunk, s);
         if (e >= C::kE) continue;
-        const float x = load_float<typename C::Logit>(a.logits, base + e);
+        const float x = logit(chunk, s);
         if (finite(x)) q += fixed_point(expf(__fsub_rn(x, st.max)));
       }
     }
@@ -425,8 +447,8 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32) routing_block_kernel(Rout
       keys[s] = 0;
       if (e >= C::kE) continue;
       float b = 0.0f;
-      if constexpr (C::kHasBias) b = load_float<typename C::Bias>(a.bias, e);
-      keys[s] = expert_key<C>(load_float<typename C::Logit>(a.logits, base + e), b, e, st);
+      if constexpr (C::kHasBias) b = bias(chunk, s);
+      keys[s] = expert_key<C>(logit(chunk, s), b, e, st);
     }
     u64 sel[kRanksOf<32, C::kK>];
     select_topk<32, kSlots, C::kK>(keys, lane, sel);
