@@ -13,8 +13,11 @@
 //   routing_warp_kernel   one token per kLanes lanes (several tokens per warp when E is
 //                         small); the grouped (DeepSeek-V3) selection lives here;
 //   routing_block_kernel  one token per block (few tokens, many experts): each warp selects
-//                         the top K of its experts, warp 0 merges them; experts are taken in
-//                         chunks when a block cannot hold them all in registers.
+//                         the top K of its experts, then every thread ranks one of the
+//                         warps' candidates against all of them in shared memory; experts are
+//                         taken in chunks when a block cannot hold them all in registers.
+// Grouped selection keeps a group when fewer than TG group keys beat it (G <= 32: one
+// shuffle per group, no selection rounds).
 // Softmax sums exp(x - max) as fixed point (2^-47 units, integer adds): the sum is the same
 // whatever the reduction order, in every kernel and in the CPU reference.
 //
@@ -328,11 +331,21 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
       const float g = C::kGroupScore == GroupScore::top2_sum ? add(c1, c2) : c1;
       group_keys[s] = pack(orderable(g), j);
     }
-    u64 kept[kRanksOf<32, C::kTG>];
-    select_topk<32, C::kGroupSlots, C::kTG>(group_keys, lane, kept);
+    if constexpr (C::kG <= 32) {
+      // Lane j holds group j's key (unique: it packs j). A group is kept when fewer than TG
+      // groups beat it: G independent shuffles instead of TG dependent selection rounds.
+      const u64 mine = group_keys[0];
+      int rank = 0;
 #pragma unroll
-    for (int r = 0; r < kRanksOf<32, C::kTG>; ++r) {
-      if (r * 32 + lane < C::kTG) s_kept[warp][expert_of(kept[r])] = 1;
+      for (int i = 0; i < C::kG; ++i) rank += __shfl_sync(kFullMask, mine, i) > mine ? 1 : 0;
+      if (lane < C::kG && rank < C::kTG) s_kept[warp][lane] = 1;
+    } else {
+      u64 kept[kRanksOf<32, C::kTG>];
+      select_topk<32, C::kGroupSlots, C::kTG>(group_keys, lane, kept);
+#pragma unroll
+      for (int r = 0; r < kRanksOf<32, C::kTG>; ++r) {
+        if (r * 32 + lane < C::kTG) s_kept[warp][expert_of(kept[r])] = 1;
+      }
     }
     __syncwarp();
 #pragma unroll
@@ -349,7 +362,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
 
 // ---- one token per block -----------------------------------------------------------------
 template <class C>
-__global__ void __launch_bounds__(C::kBlockWarps * 32) routing_block_kernel(RoutingArgs a) {
+__global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(RoutingArgs a) {
   using namespace routing;
   static_assert(RoutingChecks<C>::ok);
   static_assert(!C::kGrouped, "the block kernel serves single-group routing");
@@ -360,12 +373,11 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32) routing_block_kernel(Rout
   constexpr int kChunk = kThreads * kSlots;
   static_assert(kChunk * kChunks >= C::kE, "the chunks cover every expert");
   constexpr int kMergeCount = (kWarps + (kChunks > 1 ? 1 : 0)) * C::kK;
-  constexpr int kMergeSlots = (kMergeCount + 31) / 32;
-  static_assert(kMergeSlots <= 32, "the merge fits warp 0's registers");
 
   __shared__ u32 s_max[kWarps];
   __shared__ u64 s_sum[kWarps];
   __shared__ u64 s_cand[kMergeCount];
+  __shared__ u64 s_top[C::kK];
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
   const int lane = tid % 32;
@@ -456,31 +468,35 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32) routing_block_kernel(Rout
 #pragma unroll
       for (int r = 0; r < kRanksOf<32, C::kK>; ++r) best[r] = sel[r];
     } else {
-      // Merge: every warp's top K (and the best K of earlier chunks) in shared memory; warp 0
-      // takes the top K of them.
+      // Merge: every warp's top K (and the top K of earlier chunks) in shared memory. Each
+      // candidate counts the candidates above it (ties, only between empty-slot zeros, go by
+      // position) and, if fewer than K, lands at that rank: one parallel pass instead of K
+      // dependent rounds of warp reductions (~0.14 us each on the H200).
 #pragma unroll
       for (int r = 0; r < kRanksOf<32, C::kK>; ++r) {
         if (r * 32 + lane < C::kK) s_cand[warp * C::kK + r * 32 + lane] = sel[r];
       }
       __syncthreads();
-      if (warp == 0) {
-        const int count = (kWarps + (chunk > 0 ? 1 : 0)) * C::kK;
-        u64 merged[kMergeSlots];
-#pragma unroll
-        for (int s = 0; s < kMergeSlots; ++s) {
-          const int i = s * 32 + lane;
-          merged[s] = i < count ? s_cand[i] : 0;
+      const int count = (kWarps + (chunk > 0 ? 1 : 0)) * C::kK;
+      for (int i = tid; i < count; i += kThreads) {
+        const u64 mine = s_cand[i];
+        int rank = 0;
+#pragma unroll 8
+        for (int j = 0; j < count; ++j) {
+          const u64 other = s_cand[j];
+          rank += (other > mine || (other == mine && j < i)) ? 1 : 0;
         }
-        select_topk<32, kMergeSlots, C::kK>(merged, lane, best);
-        if constexpr (kChunks > 1) {
-          __syncwarp();
-#pragma unroll
-          for (int r = 0; r < kRanksOf<32, C::kK>; ++r) {
-            if (r * 32 + lane < C::kK) s_cand[kWarps * C::kK + r * 32 + lane] = best[r];
-          }
-        }
+        if (rank < C::kK) s_top[rank] = mine;
       }
       __syncthreads();
+      if constexpr (kChunks > 1) {
+        // The running top K joins the next chunk's candidates.
+        for (int k = tid; k < C::kK; k += kThreads) s_cand[kWarps * C::kK + k] = s_top[k];
+      }
+      if (warp == 0) {
+#pragma unroll
+        for (int r = 0; r < kRanksOf<32, C::kK>; ++r) best[r] = r * 32 + lane < C::kK ? s_top[r * 32 + lane] : 0;
+      }
     }
   }
   if (warp == 0) finish_row<C, 32>(best, lane, row, true, any_finite, st, a);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU call (nvidia-h200) for the routing latency work of issue 3: the [routing] GPU tests,
-# the probe spec (bench/specs/routing_probe.json) with the current build and .carry/moejit_old
-# (the build before a change), a trivial kernel for the per-call floor, and ncu stall reasons.
+# the probe spec (bench/specs/routing_probe.json) with the current build and the variants
+# .carry/moejit_old and .carry/moejit_b (earlier builds), where present, a trivial kernel for the per-call floor, and ncu stall reasons.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export MOEJIT_CACHE_DIR=/tmp/moejit-cache PYTHONUNBUFFERED=1
@@ -12,8 +12,8 @@ timeout 240 $B/test_gpu "[routing]" > $OUT/test_routing.txt 2>&1; echo "exit $?"
 grep -E "FAILED|test cases|assertions|All tests" $OUT/test_routing.txt | head -8
 echo "== trivial kernel (silu d=2048)"
 $B/moejit bench bench/specs/activation.json --op silu_2048 --tokens 1 2>&1 | tail -1
-for v in old new; do
-  bin=$B/moejit; [ $v = old ] && bin=$B/moejit_old
+for v in old b new; do
+  bin=$B/moejit; [ $v != new ] && bin=$B/moejit_$v
   [ -x $bin ] || continue
   echo "== probe, $v"
   timeout 90 $bin bench bench/specs/routing_probe.json --tokens 1,16,128,16384 2>&1 | grep -v "^device" | tee $OUT/probe_$v.txt
