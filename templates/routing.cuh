@@ -179,6 +179,32 @@ __device__ __forceinline__ void select_topk(const u64 (&keys)[kSlots], int lane,
   }
 }
 
+/// Rank-count selection in shared memory: `src` holds `lists` runs of `run` keys each; every
+/// group of `fan` consecutive runs is one candidate set, and each candidate that fewer than kK
+/// others of its set beat (ties, only between empty-slot zeros, go by position) lands at
+/// dst[set * kK + rank]. Keys are unique and every set has at least kK of them, so each set
+/// yields exactly its top kK, in descending order. Returns the number of sets. All threads of
+/// the block call it; the caller synchronizes before and after.
+template <int kK, int kThreads>
+__device__ __forceinline__ int rank_sets(const u64* __restrict__ src, u64* __restrict__ dst, int lists, int run,
+                                         int fan, int tid) {
+  const int total = lists * run;
+  const int set_size = fan * run;
+  for (int i = tid; i < total; i += kThreads) {
+    const int base = (i / set_size) * set_size;
+    const int n = min(set_size, total - base);
+    const u64 mine = src[i];
+    int rank = 0;
+#pragma unroll 8
+    for (int j = 0; j < n; ++j) {
+      const u64 other = src[base + j];
+      rank += (other > mine || (other == mine && base + j < i)) ? 1 : 0;
+    }
+    if (rank < kK) dst[(i / set_size) * kK + rank] = mine;
+  }
+  return (lists + fan - 1) / fan;
+}
+
 /// Weights (rule 5/6) and the stores of one token's selection, held as `sel` by its lanes.
 template <class C, int kLanes>
 __device__ __forceinline__ void finish_row(const u64 (&sel)[kRanksOf<kLanes, C::kK>], int lane, long long row,
@@ -372,7 +398,11 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
   constexpr int kChunks = C::kBlockChunks;
   constexpr int kChunk = kThreads * kSlots;
   static_assert(kChunk * kChunks >= C::kE, "the chunks cover every expert");
-  constexpr int kMergeCount = (kWarps + (kChunks > 1 ? 1 : 0)) * C::kK;
+  // One expert per thread and K <= 32 (compiler/ops/routing.cpp picks this tiling for up to
+  // 512 experts): the rank tree; otherwise rounds per warp and a rank-count merge.
+  constexpr bool kRankTree = kSlots == 1 && kChunks == 1 && C::kK <= 32 && kWarps > 1;
+  constexpr int kFan = C::kK <= 4 ? 32 : (128 / C::kK < 2 ? 2 : 128 / C::kK);  // sets of <= 128 keys
+  constexpr int kMergeCount = kRankTree ? 1 : (kWarps + (kChunks > 1 ? 1 : 0)) * C::kK;
 
   __shared__ u32 s_max[kWarps];
   __shared__ u64 s_sum[kWarps];
@@ -450,8 +480,33 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
   }
 
   u64 best[kRanksOf<32, C::kK>];
+  if constexpr (kRankTree) {
+    // One key per thread. Level 0: each warp's 32 keys are a set; then sets of kFan lists of
+    // K until one is left (at most two levels for 512 experts). Every level is one
+    // parallel pass of rank counts: the critical path has no dependent selection rounds.
+    __shared__ u64 s_rank[2][kThreads];
+    {
+      const int e = expert(0, 0);
+      float b = 0.0f;
+      if constexpr (C::kHasBias) b = bias(0, 0);
+      s_rank[0][tid] = e < C::kE ? expert_key<C>(logit(0, 0), b, e, st) : 0;
+    }
+    __syncthreads();
+    int lists = rank_sets<C::kK, kThreads>(s_rank[0], s_rank[1], kWarps, 32, 1, tid);
+    int src = 1;
+    while (lists > 1) {
+      __syncthreads();
+      lists = rank_sets<C::kK, kThreads>(s_rank[src], s_rank[src ^ 1], lists, C::kK, kFan, tid);
+      src ^= 1;
+    }
+    __syncthreads();
+    if (warp == 0) {
+#pragma unroll
+      for (int r = 0; r < kRanksOf<32, C::kK>; ++r) best[r] = r * 32 + lane < C::kK ? s_rank[src][r * 32 + lane] : 0;
+    }
+  }
 #pragma unroll 1
-  for (int chunk = 0; chunk < kChunks; ++chunk) {
+  for (int chunk = 0; chunk < (kRankTree ? 0 : kChunks); ++chunk) {
     u64 keys[kSlots];
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {

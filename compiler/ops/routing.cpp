@@ -120,8 +120,17 @@ RoutingSpec::Tiling RoutingSpec::tiling() const noexcept {
   t.warp_slots = slots <= 32 ? slots : 0;
   t.group_slots = grouped() ? ceil_div(n_group, 32) : 1;
   if (grouped()) return t;
-  // Block kernel: about four experts per thread, at most 16 warps, and a merge of the warps'
-  // top-K lists that fits warp 0's registers; experts beyond that are taken in chunks.
+  // Block kernel. Up to 512 experts and top-32: one expert per thread (up to 16 warps), the
+  // selection a tree of shared-memory rank counts (no dependent rounds). Beyond that: about
+  // four experts per thread, at most 16 warps, each warp's top K by rounds, then a rank-count
+  // merge; experts beyond that are taken in chunks. (The rank tree at 896 experts, 28 warps,
+  // was 1.3x slower than rounds + merge on the H200: bench/results/2026-11-29-b.)
+  if (e <= kRankTreeMaxExperts && topk <= kRankTreeMaxK) {
+    t.block_warps = ceil_div(e, 32);
+    t.block_slots = 1;
+    t.block_chunks = 1;
+    return t;
+  }
   t.block_warps = std::clamp(ceil_div(e, 128), 1, std::max(1, std::min(16, 512 / topk)));
   t.block_slots = std::clamp(ceil_div(e, 32 * t.block_warps), 1, 8);
   t.block_chunks = ceil_div(e, 32 * t.block_warps * t.block_slots);

@@ -60,6 +60,9 @@ struct RoutingSpec final : OpSpec {
     int block_chunks = 0;
   };
   Tiling tiling() const noexcept;
+  /// The block kernel's rank-tree selection (one expert per thread) serves these sizes.
+  static constexpr int kRankTreeMaxExperts = 512;
+  static constexpr int kRankTreeMaxK = 32;
   bool has_warp_kernel() const noexcept { return tiling().warp_slots > 0; }
   bool has_block_kernel() const noexcept { return tiling().block_warps > 0; }
 };
