@@ -88,21 +88,21 @@ def main():
             print(f"{name:<12} {t:>6} | {r['us_per_call']:>9.2f} {r['us_per_call'] / floor:>7.2f}x | {eager_us:>9.2f} "
                   f"{compile_us:>10.2f} | {floor:>8.2f}", flush=True)
     # The crossover: the largest token count at which the block kernel is still faster.
-    forced = ",".join(f"{m}_{v}" for m in ("kimi_k2", "kimi_k3", "qwen3", "glm45") for v in ("block", "warp"))
+    forced = ",".join(f"{m}_{v}" for m in MODELS for v in ("block", "warp"))
     cx = moejit_bench(a.moejit, forced, CROSSOVER_TOKENS)
     times = {(r["op"], r["tokens"]): r["us_per_call"] for r in cx["results"]}
     entries = []
-    print("\nsingle-group kernels, us per call (block / warp):")
-    for m in ("kimi_k2", "kimi_k3", "qwen3", "glm45"):
-        e, k = MODELS[m][0], MODELS[m][1]
+    print("\nblock / warp kernels, us per call:")
+    for m in MODELS:
+        e, k, grouped = MODELS[m][0], MODELS[m][1], MODELS[m][2] > 1
         line, cross = [], 0
         for t in CROSSOVER_TOKENS:
             b, w = times[(f"{m}_block", t)], times[(f"{m}_warp", t)]
             line.append(f"T={t}: {b:.2f}/{w:.2f}")
             if b < w:
                 cross = t
-        entries.append({"num_experts": e, "topk": k, "crossover_tokens": cross})
-        print(f"  {m:<8} crossover {cross:>4} tokens  " + "  ".join(line))
+        entries.append({"num_experts": e, "topk": k, "grouped": grouped, "crossover_tokens": cross})
+        print(f"  {m:<11} crossover {cross:>4} tokens  " + "  ".join(line))
     if a.crossover:
         with open(a.crossover, "w") as f:
             json.dump({"device": mj["device"], "entries": entries, "tokens": CROSSOVER_TOKENS,

@@ -1,6 +1,7 @@
 // Launcher of the routing op (templates/routing.cuh): picks the block-per-token or the
-// warp-per-token kernel for single-group routing by token count, at the crossover measured on
-// an H200 (runtime/routing_crossover.json); grouped routing has the warp kernel only.
+// warp-per-token kernel by token count, at the crossover measured on an H200
+// (runtime/routing_crossover.json); grouped routing beyond the block kernel's sizes has the warp
+// kernel only.
 #include <moejit/error.hpp>
 
 #include "compiler/ops/routing.hpp"
@@ -19,12 +20,14 @@ std::string_view routing_crossover_json();
 
 namespace {
 
-// The measured crossover for (E, K): the exact entry, else the one nearest in log E (then K).
+// The measured crossover for (E, K): the exact entry, else the one nearest in log E (then K),
+// among the entries of the same kind (grouped or not); none of that kind: the default.
 std::int64_t crossover_tokens(const RoutingSpec& s) {
   const auto data = nlohmann::json::parse(routing_crossover_json());
   std::int64_t best = data.at("default_crossover_tokens").get<std::int64_t>();
   double best_distance = std::numeric_limits<double>::infinity();
   for (const auto& e : data.at("entries")) {
+    if (e.value("grouped", false) != s.grouped()) continue;
     const double distance = std::fabs(std::log2(e.at("num_experts").get<double>() / s.num_experts)) * 64 +
                             std::fabs(e.at("topk").get<double>() - s.topk);
     if (distance < best_distance) {

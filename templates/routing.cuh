@@ -17,7 +17,8 @@
 //                         warps' candidates against all of them in shared memory; experts are
 //                         taken in chunks when a block cannot hold them all in registers.
 // Grouped selection keeps a group when fewer than TG group keys beat it (G <= 32: one
-// shuffle per group, no selection rounds).
+// shuffle per group, no selection rounds); the block kernel does grouped routing too when it
+// has the rank-tree tiling (up to 512 experts, top-32, 32 groups).
 // Softmax sums exp(x - max) as fixed point (2^-47 units, integer adds): the sum is the same
 // whatever the reduction order, in every kernel and in the CPU reference.
 //
@@ -391,7 +392,7 @@ template <class C>
 __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(RoutingArgs a) {
   using namespace routing;
   static_assert(RoutingChecks<C>::ok);
-  static_assert(!C::kGrouped, "the block kernel serves single-group routing");
+
   constexpr int kWarps = C::kBlockWarps;
   constexpr int kThreads = kWarps * 32;
   constexpr int kSlots = C::kBlockSlots;
@@ -400,8 +401,9 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
   static_assert(kChunk * kChunks >= C::kE, "the chunks cover every expert");
   // One expert per thread and K <= 32 (compiler/ops/routing.cpp picks this tiling for up to
   // 512 experts): the rank tree; otherwise rounds per warp and a rank-count merge.
-  constexpr bool kRankTree = kSlots == 1 && kChunks == 1 && C::kK <= 32 && kWarps > 1;
+  constexpr bool kRankTree = kSlots == 1 && kChunks == 1 && C::kK <= 32;
   constexpr int kFan = C::kK <= 4 ? 32 : (128 / C::kK < 2 ? 2 : 128 / C::kK);  // sets of <= 128 keys
+  static_assert(!C::kGrouped || (kRankTree && C::kG <= 32), "grouped: the rank-tree tiling with at most 32 groups");
   constexpr int kMergeCount = kRankTree ? 1 : (kWarps + (kChunks > 1 ? 1 : 0)) * C::kK;
 
   __shared__ u32 s_max[kWarps];
@@ -492,6 +494,40 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
       s_rank[0][tid] = e < C::kE ? expert_key<C>(logit(0, 0), b, e, st) : 0;
     }
     __syncthreads();
+    if constexpr (C::kGrouped) {
+      // Rule 3 in parallel: each expert's rank within its group gives the group's best and
+      // second-best selection values (keys order like their values; invalid keys rank below
+      // every valid one and count as -inf); warp 0 scores the groups and keeps those that
+      // fewer than TG groups beat; experts of the other groups drop to the excluded class.
+      __shared__ float s_best2[2][C::kG];
+      __shared__ unsigned char s_keep[C::kG];
+      const int e = tid;
+      const u64 mine = s_rank[0][tid];
+      if (e < C::kE) {
+        const int base = (e / C::kGroupSize) * C::kGroupSize;
+        int rank = 0;
+#pragma unroll 8
+        for (int j = 0; j < C::kGroupSize; ++j) rank += s_rank[0][base + j] > mine ? 1 : 0;
+        if (rank < 2) s_best2[rank][e / C::kGroupSize] = valid_key(mine) ? from_orderable(static_cast<u32>(mine >> 32)) : neg_inf();
+      }
+      if (C::kGroupSize == 1 && tid < C::kG) s_best2[1][tid] = neg_inf();
+      __syncthreads();
+      if (warp == 0) {
+        u64 group_key = 0;
+        if (lane < C::kG) {
+          const float c1 = s_best2[0][lane];
+          const float g = C::kGroupScore == GroupScore::top2_sum ? add(c1, s_best2[1][lane]) : c1;
+          group_key = pack(orderable(g), lane);
+        }
+        int rank = 0;
+#pragma unroll
+        for (int i = 0; i < C::kG; ++i) rank += __shfl_sync(kFullMask, group_key, i) > group_key ? 1 : 0;
+        if (lane < C::kG) s_keep[lane] = rank < C::kTG ? 1 : 0;
+      }
+      __syncthreads();
+      if (e < C::kE && !s_keep[e / C::kGroupSize]) s_rank[0][tid] = pack(kExcludedClass, e);
+      __syncthreads();
+    }
     int lists = rank_sets<C::kK, kThreads>(s_rank[0], s_rank[1], kWarps, 32, 1, tid);
     int src = 1;
     while (lists > 1) {

@@ -99,8 +99,11 @@ std::shared_ptr<OpSpec> parse_routing(detail::SpecReader& r) {
   s->single_group_kernel = kernel == "block" ? SingleGroupKernel::block
                            : kernel == "warp" ? SingleGroupKernel::warp
                                               : SingleGroupKernel::automatic;
-  if (s->grouped() && s->single_group_kernel != SingleGroupKernel::automatic) {
-    r.fail("single_group_kernel", "grouped routing has one kernel", "auto (or no field)");
+  if (s->grouped() && s->single_group_kernel == SingleGroupKernel::block && !s->has_block_kernel()) {
+    r.fail("single_group_kernel",
+           fmt::format("grouped routing has a block-per-token kernel only up to {} experts, top-{} and 32 groups",
+                       RoutingSpec::kRankTreeMaxExperts, RoutingSpec::kRankTreeMaxK),
+           "auto or warp");
   }
   if (s->single_group_kernel == SingleGroupKernel::warp && !s->has_warp_kernel()) {
     r.fail("single_group_kernel", fmt::format("the warp-per-token kernel holds at most {} experts", 32 * 32),
@@ -119,13 +122,15 @@ RoutingSpec::Tiling RoutingSpec::tiling() const noexcept {
   const int slots = ceil_div(e, t.lanes);
   t.warp_slots = slots <= 32 ? slots : 0;
   t.group_slots = grouped() ? ceil_div(n_group, 32) : 1;
-  if (grouped()) return t;
-  // Block kernel. Up to 512 experts and top-32: one expert per thread (up to 16 warps), the
-  // selection a tree of shared-memory rank counts (no dependent rounds). Beyond that: about
+  const bool rank_tree = e <= kRankTreeMaxExperts && topk <= kRankTreeMaxK && (!grouped() || n_group <= 32);
+  if (grouped() && !rank_tree) return t;  // grouped: the warp kernel only
+  // Block kernel. Up to 512 experts and top-32 (and 32 groups when grouped): one expert per
+  // thread (up to 16 warps), the selection a tree of shared-memory rank counts (no dependent
+  // rounds). Beyond that: about
   // four experts per thread, at most 16 warps, each warp's top K by rounds, then a rank-count
   // merge; experts beyond that are taken in chunks. (The rank tree at 896 experts, 28 warps,
   // was 1.3x slower than rounds + merge on the H200: bench/results/2026-11-29-b.)
-  if (e <= kRankTreeMaxExperts && topk <= kRankTreeMaxK) {
+  if (rank_tree) {
     t.block_warps = ceil_div(e, 32);
     t.block_slots = 1;
     t.block_chunks = 1;

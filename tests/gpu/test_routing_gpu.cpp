@@ -125,6 +125,37 @@ TEST_CASE("grouped routing matches the reference", "[gpu][routing]") {
   }
 }
 
+TEST_CASE("grouped routing: block and warp kernels match the reference and each other", "[gpu][routing]") {
+  // The grouped shapes with a block kernel (<= 512 experts, top-32, 32 groups), group sizes 1
+  // to 128, both group scores, every scoring mode.
+  std::vector<std::string> jsons;
+  int i = 0;
+  for (const char* g : {R"("num_experts": 256, "topk": 8, "n_group": 8, "topk_group": 4)", R"("num_experts": 160, "topk": 8, "n_group": 8, "topk_group": 3)",
+                        R"("num_experts": 64, "topk": 4, "n_group": 8, "topk_group": 4)", R"("num_experts": 128, "topk": 8, "n_group": 4, "topk_group": 2)",
+                        R"("num_experts": 256, "topk": 16, "n_group": 16, "topk_group": 8)", R"("num_experts": 32, "topk": 4, "n_group": 32, "topk_group": 8)",
+                        R"("num_experts": 512, "topk": 32, "n_group": 32, "topk_group": 20)", R"("num_experts": 384, "topk": 6, "n_group": 3, "topk_group": 1)"}) {
+    for (const char* gs : {"top2_sum", "max"}) {
+      ++i;
+      const bool none = std::string(kScorings[i % 4]) == "none";
+      for (const char* kernel : {"block", "warp"}) {
+        jsons.push_back(fmt::format(R"({{"op": "routing", {}, "group_score": "{}", "scoring": "{}", "renormalize": {}, "routed_scaling_factor": {},
+                                       "bias": "{}", "logits_dtype": "{}", "single_group_kernel": "{}"}})",
+                                    g, gs, kScorings[i % 4], !none && i % 2 ? "true" : "false", none ? 1.0 : 2.5, kBias[i % 4], kLogits[i % 3],
+                                    kernel));
+      }
+    }
+  }
+  const auto ops = test::warm(jsons);
+  std::uint64_t seed = 7000;
+  for (std::size_t p = 0; p < ops.size(); p += 2) {
+    const auto block = gpu_context().load(ops[p]);
+    const auto warp = gpu_context().load(ops[p + 1]);
+    for (int variant = 0; variant < 3; ++variant) {
+      for (std::int64_t t : {0, 1, 7, 33, 300}) check_pair(*block, *warp, variant, t, seed++);
+    }
+  }
+}
+
 TEST_CASE("every model's router matches the reference up to 16384 tokens", "[gpu][routing]") {
   std::vector<std::string> jsons = {
       R"({"op": "routing", "num_experts": 256, "topk": 8, "n_group": 8, "topk_group": 4, "scoring": "sigmoid", "bias": "fp32", "renormalize": true, "routed_scaling_factor": 2.5})",
