@@ -568,17 +568,8 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
         if (r * 32 + lane < C::kK) s_cand[warp * C::kK + r * 32 + lane] = sel[r];
       }
       __syncthreads();
-      const int count = (kWarps + (chunk > 0 ? 1 : 0)) * C::kK;
-      for (int i = tid; i < count; i += kThreads) {
-        const u64 mine = s_cand[i];
-        int rank = 0;
-#pragma unroll 8
-        for (int j = 0; j < count; ++j) {
-          const u64 other = s_cand[j];
-          rank += (other > mine || (other == mine && j < i)) ? 1 : 0;
-        }
-        if (rank < C::kK) s_top[rank] = mine;
-      }
+      const int lists = kWarps + (chunk > 0 ? 1 : 0);
+      rank_sets<C::kK, kThreads>(s_cand, s_top, lists, C::kK, lists, tid);  // one set: all of them
       __syncthreads();
       if constexpr (kChunks > 1) {
         // The running top K joins the next chunk's candidates.

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # One GPU call (nvidia-h200) for the activation work of issue 2: the [activation] GPU tests, the
 # side-by-side benchmark with torch, build variants (.carry/moejit_VARIANT) on chosen shapes, and an ncu look at SituGLU at large T.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export MOEJIT_CACHE_DIR=/tmp/moejit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-B=${B:-.carry}
+source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 echo "== [activation] tests"
 timeout 200 $B/test_gpu "[activation]" > $OUT/test_act.txt 2>&1; echo "exit $?"

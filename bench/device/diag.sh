@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
 # Diagnostic call: the tp 1 tail test (stack on a crash), the tp 2 tests, the fused bench alone.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export MOEJIT_CACHE_DIR=/tmp/moejit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-B=${B:-.carry}
+source "$(dirname "$0")/common.sh"
 $B/moejit warmup specs/ --arch sm_90a -q | grep -E "^warmup"
 echo "== tp 1"
 timeout 60 $B/test_gpu "[latent_tail]~[tp2]" > $OUT/tp1.txt 2>&1; echo "exit $?"

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # One GPU call (nvidia-h200-x2) that fits what was left of the device time: the latent-tail
 # tests (tp 1 with a stack dump on a crash, tp 2), the benchmarks beside torch, and the run test.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export MOEJIT_CACHE_DIR=/tmp/moejit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-B=${B:-.carry}
+source "$(dirname "$0")/common.sh"
 $B/moejit warmup specs/ bench/specs/ --arch sm_90a -q | grep -E "^warmup"
 echo "== latent tail tp 1"
 timeout 45 $B/test_gpu "latent tail, tp 1, matches the reference" > $OUT/tail_tp1.txt 2>&1; echo "exit $?"

@@ -2,11 +2,7 @@
 # The closing GPU call of the second 2026-11-29 session (nvidia-h200): every [gpu] test on the
 # final tree (multi-GPU cases skip on one GPU; they ran at tp 4 and 2 in tp4.sh), the
 # `moejit run` test, and the routing benchmark beside torch with the block/warp crossover.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export MOEJIT_CACHE_DIR=/tmp/moejit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-B=${B:-.carry}
+source "$(dirname "$0")/common.sh"
 $B/moejit warmup specs/ bench/specs/ --arch sm_90a -q | grep -E "^warmup"
 echo "== [gpu] tests"
 timeout 300 $B/test_gpu > $OUT/test_gpu.txt 2>&1; echo "test_gpu exit $?"

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # GPU call (nvidia-h200) for the grouped block kernel: the [routing] tests, DeepSeek-V3 with each
 # kernel forced, then the routing benchmark beside torch with every crossover (grouped too).
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export MOEJIT_CACHE_DIR=/tmp/moejit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-B=${B:-.carry}
+source "$(dirname "$0")/common.sh"
 echo "== [routing] tests"
 timeout 120 $B/test_gpu "[routing]" > $OUT/test_routing.txt 2>&1; echo "exit $?"
 grep -E "FAILED|test cases|assertions|All tests" $OUT/test_routing.txt | head -8

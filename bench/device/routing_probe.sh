@@ -2,11 +2,7 @@
 # One GPU call (nvidia-h200) for the routing latency work of issue 3: the [routing] GPU tests,
 # the probe spec (bench/specs/routing_probe.json) with the current build and the variants
 # .carry/moejit_old and .carry/moejit_b (earlier builds), where present, a trivial kernel for the per-call floor, and ncu stall reasons.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export MOEJIT_CACHE_DIR=/tmp/moejit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-B=${B:-.carry}
+source "$(dirname "$0")/common.sh"
 echo "== [routing] tests"
 timeout 240 $B/test_gpu "[routing]" > $OUT/test_routing.txt 2>&1; echo "exit $?"
 grep -E "FAILED|test cases|assertions|All tests" $OUT/test_routing.txt | head -8

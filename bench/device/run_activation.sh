@@ -2,11 +2,7 @@
 # Runs on the GPU machine (device tool), from the repository root, with .carry/ carried (bench/device/build.sh):
 # the [gpu] tests, `moejit check` of every shipped spec (one under compute-sanitizer), the cold
 # and warm warmup of all specs, and the activation benchmark beside torch. Full logs go to $OUT.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export MOEJIT_CACHE_DIR=/tmp/moejit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}
-B=${B:-.carry}
+source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 echo "== cold warmup (all specs, sm_90a, all cores)"
 $B/moejit warmup specs/ bench/specs/ --arch sm_90a -q 2>&1 | tee $OUT/warmup.txt | grep -E "^warmup|^warm start"

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool, nvidia-h200-x2), from the repository root with .carry/
 # carried: every benchmark side by side with torch, in one run. Results go to $OUT.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export MOEJIT_CACHE_DIR=/tmp/moejit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-B=${B:-.carry}
+source "$(dirname "$0")/common.sh"
 $B/moejit warmup specs/ bench/specs/ --arch sm_90a -q > /dev/null
 echo "== latent tail, tp 2 (moejit paths, then torch + NCCL)"
 timeout 120 $B/moejit_tail_bench 2> $OUT/tail.jsonl | tee $OUT/tail.txt

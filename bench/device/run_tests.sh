@@ -2,11 +2,7 @@
 # On the GPU machine (device tool, nvidia-h200-x2), from the repository root with .carry/
 # carried (bench/device/build.sh): warmup timings, every [gpu] test (tp 2 included), `moejit
 # check` of every shipped spec, the `moejit run` GPU test, and a compute-sanitizer pass.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export MOEJIT_CACHE_DIR=/tmp/moejit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-B=${B:-.carry}
+source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm --format=csv,noheader
 echo "== cold warmup of every spec (sm_90a, all cores), then a warm start"
 $B/moejit warmup specs/ bench/specs/ --arch sm_90a -q | grep -E "^warmup"

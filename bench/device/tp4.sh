@@ -2,11 +2,7 @@
 # One GPU call on nvidia-h200-x4 (issue 5): every [gpu] test with the multi-GPU cases at tp 4
 # (all four GPUs) and again at tp 2 (two of them), then the latent-tail benchmark at tp 4 and
 # tp 2 beside torch (NCCL all-reduce + rms_norm + addmm). Never multicast.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export MOEJIT_CACHE_DIR=/tmp/moejit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-B=${B:-.carry}
+source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm --format=csv,noheader
 nvidia-smi topo -m | head -6
 $B/moejit warmup specs/ bench/specs/ --arch sm_90a -q | grep -E "^warmup"
