@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
+
 #include <string>
 
 using namespace moejit;
@@ -184,6 +186,8 @@ TEST_CASE("routing specs: defaults, grouping and every bad input", "[spec][routi
   expect_error(r(R"(, "routed_scaling_factor": 0)"), "/routed_scaling_factor", "must be > 0");
   expect_error(R"({"op": "routing", "num_experts": 2048, "topk": 8, "n_group": 8, "topk_group": 4, "scoring": "sigmoid"})", "/num_experts",
                "grouped routing supports at most 1024 experts");
+  expect_error(R"({"op": "routing", "num_experts": 1024, "topk": 8, "n_group": 8, "topk_group": 4, "scoring": "sigmoid", "single_group_kernel": "block"})",
+               "/single_group_kernel", "a block-per-token kernel only up to 512 experts, top-32 and 32 groups");
   expect_error(R"({"op": "routing", "num_experts": 2048, "topk": 8, "scoring": "sigmoid", "single_group_kernel": "warp"})", "/single_group_kernel",
                "at most 1024 experts");
 }
@@ -204,6 +208,28 @@ TEST_CASE("routing tiling: exact sizes, at most a warp of idle threads", "[spec]
       const int threads = 32 * t.block_warps;
       CHECK(threads * t.block_slots * t.block_chunks >= e);
       if (t.block_chunks == 1) CHECK(threads - 32 < e);  // at most one warp's worth of idle threads
+      // Up to 512 experts and top-32: the rank tree, one expert per thread.
+      if (e <= 512 && k <= 32) CHECK((t.block_slots == 1 && t.block_chunks == 1 && t.block_warps == (e + 31) / 32));
     }
+  }
+}
+
+TEST_CASE("grouped routing tiling: a block kernel only where the rank tree serves it", "[spec][routing]") {
+  auto tiling = [](int e, int k, int g, int tg) {
+    const auto spec = parse_spec(fmt::format(R"({{"op": "routing", "num_experts": {}, "topk": {}, "n_group": {}, "topk_group": {}, "scoring": "sigmoid"}})",
+                                             e, k, g, tg),
+                                 "t.json");
+    return dynamic_cast<const RoutingSpec&>(*spec.ops[0]).tiling();
+  };
+  for (auto [e, k, g, tg] : {std::array{256, 8, 8, 4}, {160, 8, 8, 3}, {32, 4, 32, 8}, {512, 32, 32, 20}, {384, 6, 3, 1}}) {
+    const auto t = tiling(e, k, g, tg);
+    INFO("E=" << e << " K=" << k << " G=" << g);
+    CHECK(t.warp_slots > 0);
+    CHECK(t.block_warps == (e + 31) / 32);
+    CHECK((t.block_slots == 1 && t.block_chunks == 1));
+  }
+  for (auto [e, k, g, tg] : {std::array{1024, 8, 8, 4}, {512, 64, 32, 20}, {1024, 64, 64, 40}}) {
+    INFO("E=" << e << " K=" << k << " G=" << g);
+    CHECK(tiling(e, k, g, tg).block_warps == 0);
   }
 }
