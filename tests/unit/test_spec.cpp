@@ -11,7 +11,6 @@
 #include <catch2/catch.hpp>
 
 #include <array>
-
 #include <string>
 
 using namespace moejit;
