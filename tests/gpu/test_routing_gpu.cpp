@@ -60,24 +60,10 @@ void check_pair(const Op& a, const Op& b, int variant, std::int64_t tokens, std:
   }
 }
 
-}  // namespace
-
-TEST_CASE("single-group routing: both kernels match the reference and each other", "[gpu][routing]") {
-  std::vector<std::pair<std::string, std::string>> pairs;
-  std::vector<std::string> jsons;
-  int i = 0;
-  for (int e : {8, 16, 64, 128, 160, 256, 288, 384, 512, 513, 896, 1024}) {
-    for (int k : {1, 2, 4, 6, 8, 10, 16, 22, 32}) {
-      if (k > e) continue;
-      for (int s = 0; s < 2; ++s, ++i) {
-        pairs.emplace_back(single_group(e, k, i, "block"), single_group(e, k, i, "warp"));
-        jsons.push_back(pairs.back().first);
-        jsons.push_back(pairs.back().second);
-      }
-    }
-  }
+// `jsons` holds (block, warp) pairs of one op: each pair goes through check_pair over the input
+// variants and token counts.
+void check_pairs(const std::vector<std::string>& jsons, std::uint64_t seed) {
   const auto ops = test::warm(jsons);
-  std::uint64_t seed = 100;
   for (std::size_t p = 0; p < ops.size(); p += 2) {
     const auto block = gpu_context().load(ops[p]);
     const auto warp = gpu_context().load(ops[p + 1]);
@@ -85,6 +71,23 @@ TEST_CASE("single-group routing: both kernels match the reference and each other
       for (std::int64_t t : {0, 1, 7, 33, 300}) check_pair(*block, *warp, variant, t, seed++);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("single-group routing: both kernels match the reference and each other", "[gpu][routing]") {
+  std::vector<std::string> jsons;
+  int i = 0;
+  for (int e : {8, 16, 64, 128, 160, 256, 288, 384, 512, 513, 896, 1024}) {
+    for (int k : {1, 2, 4, 6, 8, 10, 16, 22, 32}) {
+      if (k > e) continue;
+      for (int s = 0; s < 2; ++s, ++i) {
+        jsons.push_back(single_group(e, k, i, "block"));
+        jsons.push_back(single_group(e, k, i, "warp"));
+      }
+    }
+  }
+  check_pairs(jsons, 100);
 }
 
 TEST_CASE("routing beyond one warp's registers: 1025 to 65535 experts, top-64", "[gpu][routing]") {
@@ -145,15 +148,7 @@ TEST_CASE("grouped routing: block and warp kernels match the reference and each 
       }
     }
   }
-  const auto ops = test::warm(jsons);
-  std::uint64_t seed = 7000;
-  for (std::size_t p = 0; p < ops.size(); p += 2) {
-    const auto block = gpu_context().load(ops[p]);
-    const auto warp = gpu_context().load(ops[p + 1]);
-    for (int variant = 0; variant < 3; ++variant) {
-      for (std::int64_t t : {0, 1, 7, 33, 300}) check_pair(*block, *warp, variant, t, seed++);
-    }
-  }
+  check_pairs(jsons, 7000);
 }
 
 TEST_CASE("every model's router matches the reference up to 16384 tokens", "[gpu][routing]") {
