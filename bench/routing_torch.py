@@ -22,7 +22,7 @@ from graph_timing import CALLS, time_per_call_us
 L2 = 60 * 1024 * 1024
 SPEC = os.path.join(os.path.dirname(__file__), "specs", "routing.json")
 TOKENS = [1, 16, 128, 1024, 4096, 16384]
-CROSSOVER_TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+CROSSOVER_TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 MODELS = {  # name: (E, K, groups, topk_group, scoring, bias, alpha)
     "deepseek_v3": (256, 8, 8, 4, "sigmoid", True, 2.5),
     "kimi_k2": (384, 8, 1, 1, "sigmoid", True, 2.827),

@@ -5,13 +5,15 @@
 // << 32 | (0xFFFF - expert). A larger key wins, so one max-reduction is an arg-max with the
 // lower-index tie rule, and keys are unique. Classes below every finite key: 1 = invalid
 // (non-finite logit or key) in a kept group, 0 = expert of a group that was not kept; an empty
-// slot is key 0. Top-K takes K maxima in turn: each lane keeps the best two of its own keys,
-// the lanes of a token reduce (redux.sync on a full warp), the lane that held the winner pops
-// it and rescans its keys below the winner only when its two are used up.
+// slot is key 0. Top-K takes K maxima in turn: each lane keeps the best two (or three) of its
+// own keys, the lanes of a token reduce (redux.sync on a full warp), the lane that held the
+// winner pops it and rescans its keys below the winner only when its cache is used up.
 //
 // Three kernels share that routine, so they give the same bits:
 //   routing_warp_kernel   one token per kLanes lanes (several tokens per warp when E is
-//                         small); the grouped (DeepSeek-V3) selection lives here;
+//                         small), experts read as 16-byte vectors, keys held as their upper
+//                         halves; the grouped (DeepSeek-V3) selection lives here, its group
+//                         scores by shuffles when groups align with the vectors;
 //   routing_block_kernel  one token per block (few tokens, many experts): each warp selects
 //                         the top K of its experts, then every thread ranks one of the
 //                         warps' candidates against all of them in shared memory; experts are
@@ -122,15 +124,21 @@ __device__ __forceinline__ float weight(float x, const RowStats& st) {
   return score<C>(x, st);
 }
 
-/// The expert's key (rules 2 and 6).
+/// The upper half of an expert's key (rules 2 and 6): its class, or its selection value.
+/// Branch-free: the score of a non-finite logit is computed and dropped.
 template <class C>
-__device__ __forceinline__ u64 expert_key(float x, float b, int e, const RowStats& st) {
-  if (!finite(x)) return pack(kInvalidClass, e);
-  float c = score<C>(x, st);
+__device__ __forceinline__ u32 key_hi_of_score(float x, float c, float b) {
   if constexpr (C::kHasBias) c = add(c, b);
   c = add(c, 0.0f);  // -0.0 -> +0.0: equal keys must tie
-  if (!finite(c)) return pack(kInvalidClass, e);
-  return pack(orderable(c), e);
+  return finite(x) && finite(c) ? orderable(c) : kInvalidClass;
+}
+template <class C>
+__device__ __forceinline__ u32 key_hi(float x, float b, const RowStats& st) {
+  return key_hi_of_score<C>(x, score<C>(x, st), b);
+}
+template <class C>
+__device__ __forceinline__ u64 expert_key(float x, float b, int e, const RowStats& st) {
+  return pack(key_hi<C>(x, b, st), e);
 }
 
 template <class T>
@@ -139,41 +147,46 @@ __device__ __forceinline__ float load_float(const void* base, long long i) {
 }
 
 // ---- top-K over keys spread across the kLanes lanes of a token ---------------------------
-__device__ __forceinline__ void insert2(u64& k1, u64& k2, u64 v) {
-  if (v > k1) {
-    k2 = k1;
-    k1 = v;
-  } else if (v > k2) {
-    k2 = v;
-  }
+/// Insert v into the descending list c (kept sorted, length kCache): branch-free.
+template <int kCache>
+__device__ __forceinline__ void insert_top(u64 (&c)[kCache], u64 v) {
+#pragma unroll
+  for (int i = kCache - 1; i > 0; --i) c[i] = v > c[i - 1] ? c[i - 1] : (v > c[i] ? v : c[i]);
+  c[0] = v > c[0] ? v : c[0];
 }
 
 template <int kLanes, int kK>
 constexpr int kRanksOf = (kK + kLanes - 1) / kLanes;
 
 /// The kK largest keys, in descending order: lane `lane` gets ranks lane, lane + kLanes, ...
-template <int kLanes, int kSlots, int kK>
-__device__ __forceinline__ void select_topk(const u64 (&keys)[kSlots], int lane, u64 (&sel)[kRanksOf<kLanes, kK>]) {
-  u64 k1 = 0, k2 = 0;
+/// key(s) is this lane's key in slot s (0 for none). Each lane keeps its best kCache keys;
+/// after each round the lane that held the winner pops it, and rescans its keys below the
+/// winner only when its cache is used up.
+template <int kLanes, int kSlots, int kK, int kCache, class KeyOf>
+__device__ __forceinline__ void select_topk(const KeyOf& key, int lane, u64 (&sel)[kRanksOf<kLanes, kK>]) {
+  u64 c[kCache];
 #pragma unroll
-  for (int s = 0; s < kSlots; ++s) insert2(k1, k2, keys[s]);
+  for (int i = 0; i < kCache; ++i) c[i] = 0;
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) insert_top(c, key(s));
 #pragma unroll
   for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) sel[r] = 0;
 #pragma unroll 1
   for (int k = 0; k < kK; ++k) {
-    const u64 best = lanes_max<kLanes>(k1);
+    const u64 best = lanes_max<kLanes>(c[0]);
 #pragma unroll
     for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) {
       if (r * kLanes + lane == k) sel[r] = best;
     }
-    if (k1 == best && best != 0) {  // keys are unique: exactly one lane held it
-      const u64 floor = k1;
-      k1 = k2;
-      k2 = 0;
-      if (k1 == 0) {
+    if (c[0] == best && best != 0) {  // keys are unique: exactly one lane held it
+#pragma unroll
+      for (int i = 0; i + 1 < kCache; ++i) c[i] = c[i + 1];
+      c[kCache - 1] = 0;
+      if (c[0] == 0) {
 #pragma unroll
         for (int s = 0; s < kSlots; ++s) {
-          if (keys[s] < floor) insert2(k1, k2, keys[s]);
+          const u64 v = key(s);
+          insert_top(c, v < best ? v : 0);  // 0 leaves the cache as it is
         }
       }
     }
@@ -270,9 +283,71 @@ struct RoutingChecks {
 }  // namespace routing
 
 // ---- one token per kLanes lanes ------------------------------------------------------------
+// Layout: a token's experts are taken kVec at a time (one vector load each), vector j of lane
+// l holding experts (j * kLanes + l) * kVec + v: each load instruction of a warp reads one
+// contiguous stretch of the row. The bias has the same layout.
+template <class C>
+struct WarpLayout {
+  static constexpr int kSlots = C::kWarpSlots;
+  __host__ __device__ static constexpr int vec(int max) {
+    for (int v = max; v > 1; v /= 2) {
+      if (kSlots % v == 0 && C::kE % v == 0) return v;
+    }
+    return 1;
+  }
+  static constexpr int kVec = vec(16 / static_cast<int>(sizeof(typename C::Logit)));
+  static constexpr int kVecs = kSlots / kVec;
+  __host__ __device__ static constexpr int expert(int s, int lane) { return ((s / kVec) * C::kLanes + lane) * kVec + s % kVec; }
+  /// Slot s lies past the last expert for some lane (only then is the bound checked at run time).
+  __host__ __device__ static constexpr bool partial(int s) { return ((s / kVec) + 1) * C::kLanes * kVec > C::kE; }
+  // Grouped: a vector never straddles groups and a group of one vector column is a power of
+  // two of adjacent lanes: the group's best two come from shuffles (G <= 32). Otherwise the
+  // group scores go through shared memory.
+  static constexpr int kGroupLanes =
+      C::kGrouped && C::kG <= 32 && C::kGroupSize % kVec == 0 && is_pow2(C::kGroupSize / kVec) &&
+              C::kGroupSize / kVec <= C::kLanes
+          ? C::kGroupSize / kVec
+          : 0;
+  // Cached keys per lane in the selection: three from 8 experts per lane, so that a lane
+  // rarely rescans its keys (about 3 rescans per token for Kimi-K3 with two; DeepSeek-V3 at
+  // T=16384: 24.8 us with three, 26.2 with two); below that, two (a lane holds few keys to
+  // rescan, and the third costs an insert step per key).
+  static constexpr int kCache = kSlots >= 8 ? 3 : 2;
+};
+
+/// Loads n = kSlots values of one row (or the bias) in the warp layout: vectors when the
+/// pointer is aligned for them, else one element at a time (same layout, same values).
+template <class C, class T, class L = WarpLayout<C>>
+__device__ __forceinline__ void load_row(const void* p, long long row_base, int lane, float (&out)[L::kSlots]) {
+  const T* base = static_cast<const T*>(p) + row_base;
+  constexpr int kV = L::kVec;
+  if (kV > 1 && reinterpret_cast<unsigned long long>(p) % (sizeof(T) * kV) == 0) {
+#pragma unroll
+    for (int j = 0; j < L::kVecs; ++j) {
+      const int e = L::expert(j * kV, lane);
+      Vec<T, kV> v;
+      if (!L::partial(j * kV) || e < C::kE) {
+        v = load_vec<T, kV>(base + e);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kV; ++i) v.v[i] = from_float<T>(0.0f);
+      }
+#pragma unroll
+      for (int i = 0; i < kV; ++i) out[j * kV + i] = to_float(v.v[i]);
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < L::kSlots; ++s) {
+      const int e = L::expert(s, lane);
+      out[s] = !L::partial(s) || e < C::kE ? to_float(base[e]) : 0.0f;
+    }
+  }
+}
+
 template <class C>
 __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(RoutingArgs a) {
   using namespace routing;
+  using L = WarpLayout<C>;
   static_assert(RoutingChecks<C>::ok);
   static_assert(C::kWarpSlots * C::kLanes >= C::kE && C::kWarpSlots <= 32, "a token's keys fit its lanes' registers");
   constexpr int kLanes = C::kLanes;
@@ -288,54 +363,114 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
   // take part in the shuffles.
   const bool active = token < a.tokens;
   const long long row = active ? token : 0;
+  auto in_range = [&](int s) { return !L::partial(s) || L::expert(s, lane) < C::kE; };
 
-  // Load: lane l holds experts l, l + kLanes, ...; the bias is loaded beside the logits, so
-  // both round trips to memory overlap (a token is latency-bound at small T).
+  // Logits and bias are loaded together, so both round trips to memory overlap.
   float x[kSlots], b[kSlots];
+  load_row<C, typename C::Logit>(a.logits, row * C::kE, lane, x);
+  if constexpr (C::kHasBias) {
+    load_row<C, typename C::Bias>(a.bias, 0, lane, b);
+  } else {
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) b[s] = 0.0f;
+  }
   bool any = false;
 #pragma unroll
-  for (int s = 0; s < kSlots; ++s) {
-    const int e = s * kLanes + lane;
-    x[s] = e < C::kE ? load_float<typename C::Logit>(a.logits, row * C::kE + e) : 0.0f;
-    b[s] = 0.0f;
-    if constexpr (C::kHasBias) b[s] = e < C::kE ? load_float<typename C::Bias>(a.bias, e) : 0.0f;
-  }
-#pragma unroll
-  for (int s = 0; s < kSlots; ++s) any |= s * kLanes + lane < C::kE && finite(x[s]);
+  for (int s = 0; s < kSlots; ++s) any |= in_range(s) && finite(x[s]);
   const bool any_finite = lanes_max<kLanes>(static_cast<u32>(any)) != 0;
 
   RowStats st;
+  float ex[C::kScoring == Scoring::softmax ? kSlots : 1];
   if constexpr (C::kScoring == Scoring::softmax) {
     u32 m = 0;
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
-      if (s * kLanes + lane < C::kE && finite(x[s])) m = umax(m, orderable(x[s]));
+      if (in_range(s) && finite(x[s])) m = umax(m, orderable(x[s]));
     }
     m = lanes_max<kLanes>(m);
     st.max = any_finite ? from_orderable(m) : 0.0f;
     u64 q = 0;
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
-      if (s * kLanes + lane < C::kE && finite(x[s])) q += fixed_point(expf(__fsub_rn(x[s], st.max)));
+      ex[s] = expf(__fsub_rn(x[s], st.max));  // kept for the keys: the score is ex / sum
+      if (in_range(s) && finite(x[s])) q += fixed_point(ex[s]);
     }
     st.sum = from_fixed_point(lanes_sum<kLanes>(q));
   }
 
-  u64 keys[kSlots];
+  // Keys: only the upper half (class or selection value) is held; the lower half is the
+  // expert's slot, rebuilt on use.
+  u32 hi[kSlots];
 #pragma unroll
   for (int s = 0; s < kSlots; ++s) {
-    const int e = s * kLanes + lane;
-    keys[s] = e < C::kE ? expert_key<C>(x[s], b[s], e, st) : 0;
+    if constexpr (C::kScoring == Scoring::softmax) {
+      hi[s] = key_hi_of_score<C>(x[s], __fdiv_rn(ex[s], st.sum), b[s]);
+    } else {
+      hi[s] = key_hi<C>(x[s], b[s], st);
+    }
   }
+  auto key = [&](int s) -> u64 { return in_range(s) ? pack(hi[s], L::expert(s, lane)) : 0; };
 
-  if constexpr (C::kGrouped) {
-    // Group scores (rule 3) from the keys in shared memory; lane l scores groups l, l + 32, ...
+  if constexpr (C::kGrouped && L::kGroupLanes > 0) {
+    // Rule 3 by shuffles: each vector's best two values, then over the kGroupLanes lanes of
+    // its group (invalid keys count as -inf). Group keys are gathered to lane g = group g,
+    // which keeps its group when fewer than TG group keys beat it.
+    constexpr int kV = L::kVec;
+    constexpr int kGL = L::kGroupLanes;
+    // Best two by the key halves themselves (they order like the values; invalid and excluded
+    // classes sit below every valid value and become -inf only when the group is scored).
+    auto value = [](u32 h) { return h >= kFirstValid ? from_orderable(h) : neg_inf(); };
+    u32 gkey[L::kVecs];
+#pragma unroll
+    for (int j = 0; j < L::kVecs; ++j) {
+      u32 c1 = 0, c2 = 0;
+#pragma unroll
+      for (int i = 0; i < kV; ++i) {
+        const u32 h = hi[j * kV + i];
+        c2 = umax(c2, min(c1, h));
+        c1 = umax(c1, h);
+      }
+#pragma unroll
+      for (int o = 1; o < kGL; o *= 2) {
+        const u32 d1 = __shfl_xor_sync(kFullMask, c1, o);
+        const u32 d2 = __shfl_xor_sync(kFullMask, c2, o);
+        c2 = umax(min(c1, d1), umax(c2, d2));
+        c1 = umax(c1, d1);
+      }
+      const float g = C::kGroupScore == GroupScore::top2_sum ? add(value(c1), value(c2)) : value(c1);
+      gkey[j] = orderable(g);
+    }
+    // Group g starts at expert g * kGroupSize: vector column first / (kLanes * kV), lane
+    // (first % (kLanes * kV)) / kV. Lane g gathers its group's score and counts the groups that
+    // beat it (a larger score, or an equal one and a lower index).
+    const int g = lane;
+    const int first = g * C::kGroupSize;
+    const int src_lane = (first % (kLanes * kV)) / kV;
+    u32 mine = 0;
+#pragma unroll
+    for (int j = 0; j < L::kVecs; ++j) {
+      const u32 v = __shfl_sync(kFullMask, gkey[j], src_lane);
+      if (first / (kLanes * kV) == j) mine = v;
+    }
+    int rank = 0;
+#pragma unroll
+    for (int i = 0; i < C::kG; ++i) {
+      const u32 other = __shfl_sync(kFullMask, mine, i);
+      rank += other > mine || (other == mine && i < g) ? 1 : 0;
+    }
+    const u32 kept = __ballot_sync(kFullMask, g < C::kG && rank < C::kTG);
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      const int group = min(L::expert(s, lane) / C::kGroupSize, 31);  // past E: key() drops it anyway
+      if (!((kept >> group) & 1u)) hi[s] = kExcludedClass;
+    }
+  } else if constexpr (C::kGrouped) {
+    // Group scores (rule 3) from the values in shared memory; lane l scores groups l, l + 32, ...
     __shared__ float s_key[C::kWarpsPerBlock][C::kE];
     __shared__ unsigned char s_kept[C::kWarpsPerBlock][C::kG];
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
-      const int e = s * 32 + lane;
-      if (e < C::kE) s_key[warp][e] = valid_key(keys[s]) ? from_orderable(static_cast<u32>(keys[s] >> 32)) : neg_inf();
+      if (in_range(s)) s_key[warp][L::expert(s, lane)] = hi[s] >= kFirstValid ? from_orderable(hi[s]) : neg_inf();
     }
     for (int j = lane; j < C::kG; j += 32) s_kept[warp][j] = 0;
     __syncwarp();
@@ -368,7 +503,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
       if (lane < C::kG && rank < C::kTG) s_kept[warp][lane] = 1;
     } else {
       u64 kept[kRanksOf<32, C::kTG>];
-      select_topk<32, C::kGroupSlots, C::kTG>(group_keys, lane, kept);
+      select_topk<32, C::kGroupSlots, C::kTG, 2>([&](int s) { return group_keys[s]; }, lane, kept);
 #pragma unroll
       for (int r = 0; r < kRanksOf<32, C::kTG>; ++r) {
         if (r * 32 + lane < C::kTG) s_kept[warp][expert_of(kept[r])] = 1;
@@ -377,13 +512,12 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
     __syncwarp();
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
-      const int e = s * 32 + lane;
-      if (e < C::kE && !s_kept[warp][e / C::kGroupSize]) keys[s] = pack(kExcludedClass, e);
+      if (in_range(s) && !s_kept[warp][L::expert(s, lane) / C::kGroupSize]) hi[s] = kExcludedClass;
     }
   }
 
   u64 sel[kRanksOf<kLanes, C::kK>];
-  select_topk<kLanes, kSlots, C::kK>(keys, lane, sel);
+  select_topk<kLanes, kSlots, C::kK, L::kCache>(key, lane, sel);
   finish_row<C, kLanes>(sel, lane, row, active, any_finite, st, a);
 }
 
@@ -554,7 +688,7 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
       keys[s] = expert_key<C>(logit(chunk, s), b, e, st);
     }
     u64 sel[kRanksOf<32, C::kK>];
-    select_topk<32, kSlots, C::kK>(keys, lane, sel);
+    select_topk<32, kSlots, C::kK, 2>([&](int s) { return keys[s]; }, lane, sel);
     if constexpr (kWarps == 1 && kChunks == 1) {
 #pragma unroll
       for (int r = 0; r < kRanksOf<32, C::kK>; ++r) best[r] = sel[r];

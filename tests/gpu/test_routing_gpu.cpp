@@ -169,3 +169,53 @@ TEST_CASE("every model's router matches the reference up to 16384 tokens", "[gpu
     for (std::int64_t t : {33, 4096}) test::check(*op, {2, t, seed++});
   }
 }
+
+TEST_CASE("the warp kernel reads logits and bias through pointers not aligned for its vector loads", "[gpu][routing]") {
+  // Callers may pass views into larger tensors: inputs one element past a 16-byte boundary
+  // take the element-by-element loads and give the same bits as aligned inputs.
+  const auto ops = test::warm({
+      R"({"op": "routing", "num_experts": 256, "topk": 8, "scoring": "sigmoid", "bias": "fp32", "renormalize": true, "single_group_kernel": "warp"})",
+      R"({"op": "routing", "num_experts": 384, "topk": 8, "scoring": "sigmoid", "bias": "bf16", "logits_dtype": "bf16", "renormalize": true, "single_group_kernel": "warp"})",
+      R"({"op": "routing", "num_experts": 256, "topk": 8, "n_group": 8, "topk_group": 4, "scoring": "sigmoid", "bias": "fp32", "logits_dtype": "fp16", "renormalize": true, "single_group_kernel": "warp"})",
+      R"({"op": "routing", "num_experts": 896, "topk": 16, "scoring": "softmax", "renormalize": true, "single_group_kernel": "warp"})"});
+  auto& ctx = gpu_context();
+  const auto& harness = reference::harness_for("routing");
+  std::uint64_t seed = 31000;
+  for (const auto& spec : ops) {
+    const auto op = ctx.load(spec);
+    for (std::int64_t tokens : {1, 33, 1000}) {
+      reference::Rng rng(seed++);
+      auto want = reference::make_tensors(op->spec(), tokens);
+      harness.fill_inputs(op->spec(), want, tokens, rng, 1);
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        if (op->tensors()[i].role == TensorRole::output) want[i].fill_bytes(tools::kPoison);
+      }
+      auto aligned = want, shifted = want;
+      detail::Stream stream(ctx.driver());
+      auto da = tools::upload(ctx.driver(), aligned);
+      auto ds = tools::upload(ctx.driver(), shifted);
+      std::vector<detail::DeviceBuffer> padded;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        if (op->tensors()[i].role == TensorRole::output) continue;
+        const std::size_t offset = size_of(want[i].dtype);  // one element: never 16-byte aligned
+        std::vector<std::byte> bytes(offset + want[i].bytes());
+        std::memcpy(bytes.data() + offset, want[i].data.data(), want[i].bytes());
+        padded.emplace_back(ctx.driver(), bytes.size());
+        padded.back().upload(bytes.data(), bytes.size());
+        ds.bindings[i].ptr = static_cast<std::byte*>(padded.back().ptr()) + offset;
+      }
+      op->launch(da.bindings, tokens, stream.get());
+      op->launch(ds.bindings, tokens, stream.get());
+      stream.synchronize();
+      tools::download_outputs(*op, da, aligned);
+      tools::download_outputs(*op, ds, shifted);
+      harness.run(op->spec(), want, tokens);
+      const auto failures = harness.compare(op->spec(), want, shifted, tokens);
+      std::string text;
+      for (const auto& f : failures) text += "  " + f + "\n";
+      INFO("op " << op->spec().canonical_json() << " T=" << tokens << "\n" << text);
+      CHECK(failures.empty());
+      for (std::size_t i = 0; i < want.size(); ++i) CHECK(aligned[i].data == shifted[i].data);
+    }
+  }
+}
