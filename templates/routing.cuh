@@ -220,18 +220,16 @@ __device__ __forceinline__ int rank_sets(const u64* __restrict__ src, u64* __res
 }
 
 /// Weights (rule 5/6) and the stores of one token's selection, held as `sel` by its lanes.
-template <class C, int kLanes>
+/// weight_of(expert) is the expert's weight before renormalizing (asked for valid keys only).
+template <class C, int kLanes, class WeightOf>
 __device__ __forceinline__ void finish_row(const u64 (&sel)[kRanksOf<kLanes, C::kK>], int lane, long long row,
-                                           bool store, bool any_finite, const RowStats& st, const RoutingArgs& a) {
+                                           bool store, bool any_finite, const WeightOf& weight_of, const RoutingArgs& a) {
   constexpr int kRanks = kRanksOf<kLanes, C::kK>;
-  const long long base = row * C::kE;
   float w[kRanks];
 #pragma unroll
   for (int r = 0; r < kRanks; ++r) {
     w[r] = 0.0f;
-    if (r * kLanes + lane < C::kK && valid_key(sel[r])) {
-      w[r] = weight<C>(load_float<typename C::Logit>(a.logits, base + expert_of(sel[r])), st);
-    }
+    if (r * kLanes + lane < C::kK && valid_key(sel[r])) w[r] = weight_of(expert_of(sel[r]));
   }
   if constexpr (C::kRenormalize) {
     // The sum in output order k = 0..K-1, the same bits in every lane and every kernel.
@@ -518,7 +516,9 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
 
   u64 sel[kRanksOf<kLanes, C::kK>];
   select_topk<kLanes, kSlots, C::kK, L::kCache>(key, lane, sel);
-  finish_row<C, kLanes>(sel, lane, row, active, any_finite, st, a);
+  const long long base = row * C::kE;
+  finish_row<C, kLanes>(sel, lane, row, active, any_finite,
+                        [&](int e) { return weight<C>(load_float<typename C::Logit>(a.logits, base + e), st); }, a);
 }
 
 // ---- one token per block -----------------------------------------------------------------
@@ -544,6 +544,7 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
   __shared__ u64 s_sum[kWarps];
   __shared__ u64 s_cand[kMergeCount];
   __shared__ u64 s_top[C::kK];
+  __shared__ float s_weight[kRankTree ? kThreads : 1];  // rank tree: each expert's weight
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
   const int lane = tid % 32;
@@ -586,7 +587,10 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
       }
     }
   }
-  const bool any_finite = __syncthreads_or(any) != 0;
+  // Whether the row has a finite logit (rule 6) rides on a barrier the kernel needs anyway: the
+  // softmax max (no finite logit leaves it 0), or the rank tree's first barrier.
+  bool any_finite = false;
+  if constexpr (C::kScoring != Scoring::softmax && !kRankTree) any_finite = __syncthreads_or(any) != 0;
   RowStats st;
   if constexpr (C::kScoring == Scoring::softmax) {
     m = lanes_max<32>(m);
@@ -594,6 +598,7 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
     __syncthreads();
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) m = umax(m, s_max[w]);
+    any_finite = m != 0;
     st.max = any_finite ? from_orderable(m) : 0.0f;
     u64 q = 0;
 #pragma unroll 1
@@ -620,21 +625,32 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
     // One key per thread. Level 0: each warp's 32 keys are a set; then sets of kFan lists of
     // K until one is left (at most two levels for 512 experts). Every level is one
     // parallel pass of rank counts: the critical path has no dependent selection rounds.
+    // Each thread also leaves its expert's weight in shared memory: the selection's weights are
+    // read back, not reloaded and recomputed after the tree.
     __shared__ u64 s_rank[2][kThreads];
     {
       const int e = expert(0, 0);
       float b = 0.0f;
       if constexpr (C::kHasBias) b = bias(0, 0);
-      s_rank[0][tid] = e < C::kE ? expert_key<C>(logit(0, 0), b, e, st) : 0;
+      const float x = logit(0, 0);
+      const float c = score<C>(x, st);
+      const u64 key = e < C::kE ? pack(key_hi_of_score<C>(x, c, b), e) : 0;
+      s_rank[0][tid] = key;
+      s_weight[tid] = valid_key(key) ? (C::kScoring == Scoring::none ? sigmoid(x) : c) : 0.0f;  // weight<C>(x)
     }
-    __syncthreads();
+    // Level 0 ranks each warp's own 32 keys: a warp barrier is enough, unless groups span warps.
+    if constexpr (!C::kGrouped || 32 % C::kGroupSize == 0) {
+      __syncwarp();
+    } else {
+      __syncthreads();
+    }
     if constexpr (C::kGrouped) {
       // Rule 3 in parallel: each expert's rank within its group gives the group's best and
       // second-best selection values (keys order like their values; invalid keys rank below
-      // every valid one and count as -inf); warp 0 scores the groups and keeps those that
-      // fewer than TG groups beat; experts of the other groups drop to the excluded class.
+      // every valid one and count as -inf); then every warp scores the groups itself (no
+      // barrier to hand the kept set around) and drops its experts of the groups that TG or
+      // more groups beat to the excluded class.
       __shared__ float s_best2[2][C::kG];
-      __shared__ unsigned char s_keep[C::kG];
       const int e = tid;
       const u64 mine = s_rank[0][tid];
       if (e < C::kE) {
@@ -646,30 +662,32 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
       }
       if (C::kGroupSize == 1 && tid < C::kG) s_best2[1][tid] = neg_inf();
       __syncthreads();
-      if (warp == 0) {
-        u64 group_key = 0;
-        if (lane < C::kG) {
-          const float c1 = s_best2[0][lane];
-          const float g = C::kGroupScore == GroupScore::top2_sum ? add(c1, s_best2[1][lane]) : c1;
-          group_key = pack(orderable(g), lane);
-        }
-        int rank = 0;
-#pragma unroll
-        for (int i = 0; i < C::kG; ++i) rank += __shfl_sync(kFullMask, group_key, i) > group_key ? 1 : 0;
-        if (lane < C::kG) s_keep[lane] = rank < C::kTG ? 1 : 0;
+      u64 group_key = 0;
+      if (lane < C::kG) {
+        const float c1 = s_best2[0][lane];
+        const float g = C::kGroupScore == GroupScore::top2_sum ? add(c1, s_best2[1][lane]) : c1;
+        group_key = pack(orderable(g), lane);
       }
-      __syncthreads();
-      if (e < C::kE && !s_keep[e / C::kGroupSize]) s_rank[0][tid] = pack(kExcludedClass, e);
-      __syncthreads();
+      int rank = 0;
+#pragma unroll
+      for (int i = 0; i < C::kG; ++i) rank += __shfl_sync(kFullMask, group_key, i) > group_key ? 1 : 0;
+      const int keep = __shfl_sync(kFullMask, lane < C::kG && rank < C::kTG ? 1 : 0, min(e / C::kGroupSize, 31));
+      if (e < C::kE && !keep) s_rank[0][tid] = pack(kExcludedClass, e);
+      __syncwarp();
     }
     int lists = rank_sets<C::kK, kThreads>(s_rank[0], s_rank[1], kWarps, 32, 1, tid);
+    // The first block-wide barrier: the finite-logit flag rides on it.
+    if constexpr (C::kScoring == Scoring::softmax) {
+      __syncthreads();
+    } else {
+      any_finite = __syncthreads_or(any) != 0;
+    }
     int src = 1;
     while (lists > 1) {
-      __syncthreads();
       lists = rank_sets<C::kK, kThreads>(s_rank[src], s_rank[src ^ 1], lists, C::kK, kFan, tid);
       src ^= 1;
+      __syncthreads();
     }
-    __syncthreads();
     if (warp == 0) {
 #pragma unroll
       for (int r = 0; r < kRanksOf<32, C::kK>; ++r) best[r] = r * 32 + lane < C::kK ? s_rank[src][r * 32 + lane] : 0;
@@ -715,7 +733,14 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
       }
     }
   }
-  if (warp == 0) finish_row<C, 32>(best, lane, row, true, any_finite, st, a);
+  if (warp == 0) {
+    if constexpr (kRankTree) {
+      finish_row<C, 32>(best, lane, row, true, any_finite, [&](int e) { return s_weight[e]; }, a);
+    } else {
+      finish_row<C, 32>(best, lane, row, true, any_finite,
+                        [&](int e) { return weight<C>(load_float<typename C::Logit>(a.logits, base + e), st); }, a);
+    }
+  }
 }
 
 }  // namespace moejit
