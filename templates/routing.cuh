@@ -628,13 +628,14 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
     // Each thread also leaves its expert's weight in shared memory: the selection's weights are
     // read back, not reloaded and recomputed after the tree.
     __shared__ u64 s_rank[2][kThreads];
+    u64 key;
     {
       const int e = expert(0, 0);
       float b = 0.0f;
       if constexpr (C::kHasBias) b = bias(0, 0);
       const float x = logit(0, 0);
       const float c = score<C>(x, st);
-      const u64 key = e < C::kE ? pack(key_hi_of_score<C>(x, c, b), e) : 0;
+      key = e < C::kE ? pack(key_hi_of_score<C>(x, c, b), e) : 0;
       s_rank[0][tid] = key;
       s_weight[tid] = valid_key(key) ? (C::kScoring == Scoring::none ? sigmoid(x) : c) : 0.0f;  // weight<C>(x)
     }
@@ -652,15 +653,28 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
       // more groups beat to the excluded class.
       __shared__ float s_best2[2][C::kG];
       const int e = tid;
-      const u64 mine = s_rank[0][tid];
-      if (e < C::kE) {
-        const int base = (e / C::kGroupSize) * C::kGroupSize;
-        int rank = 0;
+      auto value = [](u32 h) { return h >= kFirstValid ? from_orderable(h) : neg_inf(); };
+      if constexpr (C::kGroupSize == 32) {
+        // A group is a warp (DeepSeek-V3): its best two by two warp reductions (the second is
+        // the best again when two experts share it) instead of 32 shared-memory rank steps.
+        const u32 h = static_cast<u32>(key >> 32);
+        const u32 c1 = __reduce_max_sync(kFullMask, h);
+        const bool twice = __popc(__ballot_sync(kFullMask, h == c1)) >= 2;
+        const u32 c2 = twice ? c1 : __reduce_max_sync(kFullMask, h == c1 ? 0u : h);
+        if (lane == 0) {
+          s_best2[0][warp] = value(c1);
+          s_best2[1][warp] = value(c2);
+        }
+      } else {
+        if (e < C::kE) {
+          const int base = (e / C::kGroupSize) * C::kGroupSize;
+          int rank = 0;
 #pragma unroll 8
-        for (int j = 0; j < C::kGroupSize; ++j) rank += s_rank[0][base + j] > mine ? 1 : 0;
-        if (rank < 2) s_best2[rank][e / C::kGroupSize] = valid_key(mine) ? from_orderable(static_cast<u32>(mine >> 32)) : neg_inf();
+          for (int j = 0; j < C::kGroupSize; ++j) rank += s_rank[0][base + j] > key ? 1 : 0;
+          if (rank < 2) s_best2[rank][e / C::kGroupSize] = value(static_cast<u32>(key >> 32));
+        }
+        if (C::kGroupSize == 1 && tid < C::kG) s_best2[1][tid] = neg_inf();
       }
-      if (C::kGroupSize == 1 && tid < C::kG) s_best2[1][tid] = neg_inf();
       __syncthreads();
       u64 group_key = 0;
       if (lane < C::kG) {
