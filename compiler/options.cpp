@@ -40,6 +40,7 @@ Options Options::from_environment() {
       // An unreadable value keeps the default: the environment is a hint, not input.
     }
   }
+  o.programmatic_launch = env("MOEJIT_PDL") == "1";
   return o;
 }
 

@@ -22,7 +22,11 @@ constexpr std::int64_t kScalarFill = 6;
 class ActivationOp final : public Op {
  public:
   ActivationOp(Context& context, std::shared_ptr<const ActivationSpec> spec)
-      : Op(spec), spec_(*spec), sm_count_(context.device().sm_count), vec_(spec->vec()) {
+      : Op(spec),
+        spec_(*spec),
+        sm_count_(context.device().sm_count),
+        vec_(spec->vec()),
+        pdl_(context.options().programmatic_launch) {
     auto kernel = context.kernel(spec->contracts(context.device().arch).front());
     kernel->set_block({ActivationSpec::kThreads, 1, 1}, 0);
     kernel_ = std::move(kernel);
@@ -60,12 +64,13 @@ class ActivationOp final : public Op {
       const std::int64_t blocks = std::max(unrolled, std::min(single, fill / threads));
       grid = {static_cast<unsigned>(std::min<std::int64_t>(blocks, 0x7fffffff)), 1, 1};
     }
-    kernel_->launch(grid, args, stream);
+    kernel_->launch(grid, args, stream, pdl_);
   }
 
   const ActivationSpec& spec_;
   int sm_count_;
   int vec_;
+  bool pdl_;  ///< programmatic dependent launch (Options::programmatic_launch)
   std::shared_ptr<const Kernel> kernel_;
 };
 

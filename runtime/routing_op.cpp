@@ -40,7 +40,8 @@ std::int64_t crossover_tokens(const RoutingSpec& s) {
 
 class RoutingOp final : public Op {
  public:
-  RoutingOp(Context& context, std::shared_ptr<const RoutingSpec> spec) : Op(spec), spec_(*spec) {
+  RoutingOp(Context& context, std::shared_ptr<const RoutingSpec> spec)
+      : Op(spec), spec_(*spec), pdl_(context.options().programmatic_launch) {
     const auto contract = spec->contracts(context.device().arch).front();
     const auto t = spec->tiling();
     std::size_t index = 0;
@@ -68,13 +69,14 @@ class RoutingOp final : public Op {
     const bool bias = spec_.bias.has_value();
     RoutingArgs args{b[0].ptr, bias ? b[1].ptr : nullptr, static_cast<float*>(b[bias ? 2 : 1].ptr), b[bias ? 3 : 2].ptr, tokens};
     if (tokens <= crossover_) {
-      block_->launch({static_cast<unsigned>(tokens), 1, 1}, args, stream);
+      block_->launch({static_cast<unsigned>(tokens), 1, 1}, args, stream, pdl_);
     } else {
-      warp_->launch({static_cast<unsigned>((tokens + tokens_per_block_ - 1) / tokens_per_block_), 1, 1}, args, stream);
+      warp_->launch({static_cast<unsigned>((tokens + tokens_per_block_ - 1) / tokens_per_block_), 1, 1}, args, stream, pdl_);
     }
   }
 
   const RoutingSpec& spec_;
+  bool pdl_;  ///< programmatic dependent launch (Options::programmatic_launch)
   std::shared_ptr<const Kernel> warp_, block_;
   std::int64_t tokens_per_block_ = 1;
   std::int64_t crossover_ = 0;

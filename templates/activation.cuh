@@ -143,6 +143,7 @@ __device__ __forceinline__ void activation_body(const ActivationArgs& args) {
 template <class C>
 __global__ void __launch_bounds__(C::kThreads) activation_kernel(ActivationArgs args) {
   static_assert(ActivationChecks<C>::ok);
+  dependent_launch_prologue();
   if (args.vectorized) {
     activation_body<C, C::kVec>(args);
   } else {

@@ -49,4 +49,20 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) { *reinterpr
 
 constexpr bool is_pow2(long long x) { return x > 0 && (x & (x - 1)) == 0; }
 
+// Programmatic dependent launch (sm_90+). launch_dependents lets the next kernel of the stream
+// (when launched with the PDL attribute) be scheduled now; wait_for_primary blocks until the
+// previous kernel has finished and its writes are visible. Both are no-ops for a kernel launched
+// without the attribute, so a kernel that starts with them is correct either way.
+__device__ __forceinline__ void launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void wait_for_primary() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+/// The start of a kernel that reads or writes memory the previous kernel may touch: wait for the
+/// previous kernel before the first load or store, then let the next one in. In that order at
+/// most two kernels of a stream hold SM slots at once (this one and the next, waiting); letting
+/// the next one in first cascades: later kernels' waiting blocks take the slots the running
+/// kernel's own blocks still need (Kimi-K2 routing at T=128: 3.35 -> 4.87 us on the H200).
+__device__ __forceinline__ void dependent_launch_prologue() {
+  wait_for_primary();
+  launch_dependents();
+}
+
 }  // namespace moejit

@@ -344,6 +344,7 @@ __device__ __forceinline__ void load_row(const void* p, long long row_base, int 
 
 template <class C>
 __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(RoutingArgs a) {
+  dependent_launch_prologue();
   using namespace routing;
   using L = WarpLayout<C>;
   static_assert(RoutingChecks<C>::ok);
@@ -524,6 +525,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
 // ---- one token per block -----------------------------------------------------------------
 template <class C>
 __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(RoutingArgs a) {
+  dependent_launch_prologue();
   using namespace routing;
   static_assert(RoutingChecks<C>::ok);
 

@@ -21,6 +21,7 @@ Action add_bench(CLI::App& app) {
     std::string spec, op, json;
     std::vector<std::int64_t> tokens;
     int calls = 20, replays = 7, device = 0;
+    bool pdl = false;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("bench", "Time each op of a spec on the GPU against the measured copy bandwidth");
@@ -31,10 +32,13 @@ Action add_bench(CLI::App& app) {
   sub->add_option("--replays", o->replays, "graph replays; the median is reported")->check(CLI::Range(1, 1000));
   sub->add_option("--json", o->json, "also write the results as JSON to this file");
   sub->add_option("--device", o->device, "GPU ordinal");
+  sub->add_flag("--pdl", o->pdl, "launch with programmatic dependent launch (as MOEJIT_PDL=1): each call may start while the one before it finishes");
   return [o] {
     const Spec spec = load_spec(o->spec);
     const auto ops = select_ops(spec, o->op);
-    Context context(Options::from_environment(), o->device);
+    Options options = Options::from_environment();
+    options.programmatic_launch = options.programmatic_launch || o->pdl;
+    Context context(options, o->device);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::unique_ptr<Op>> loaded;
     for (const auto& op : ops) {

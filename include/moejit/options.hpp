@@ -15,6 +15,11 @@ struct Options {
   unsigned jobs = 1;
   /// Use the disk store; when false the cache lives in memory only.
   bool disk_cache = true;
+  /// Launch the activation and routing kernels with programmatic dependent launch: a kernel may
+  /// be scheduled while the previous kernel in its stream (or CUDA graph) still runs, and waits
+  /// for it on the GPU before its first load or store. Hides the launch gap between
+  /// back-to-back kernels; results are the same either way. $MOEJIT_PDL=1 turns it on.
+  bool programmatic_launch = false;
 
   static Options from_environment();
 };

@@ -219,3 +219,65 @@ TEST_CASE("the warp kernel reads logits and bias through pointers not aligned fo
     }
   }
 }
+
+namespace {
+
+// silu writes the logits a router reads, then overwrites them for a second routing: four launches
+// queued on one stream, one host sync at the end. Returns the two routings' outputs.
+std::vector<std::vector<std::byte>> silu_then_route(Context& ctx, const std::shared_ptr<const OpSpec>& act_spec,
+                                                     const std::shared_ptr<const OpSpec>& route_spec,
+                                                     const reference::HostTensor& x1, const reference::HostTensor& x2,
+                                                     const reference::HostTensor& bias, std::int64_t tokens) {
+  const auto act = ctx.load(act_spec);
+  const auto route = ctx.load(route_spec);
+  const auto& d = ctx.driver();
+  const std::size_t logits = static_cast<std::size_t>(tokens) * 256 * 4, outs = static_cast<std::size_t>(tokens) * 8 * 4;
+  detail::DeviceBuffer dx1(d, x1.bytes()), dx2(d, x2.bytes()), dl(d, logits), db(d, bias.bytes());
+  std::vector<detail::DeviceBuffer> out;
+  for (int i = 0; i < 4; ++i) out.emplace_back(d, outs);
+  dx1.upload(x1.data.data(), x1.bytes());
+  dx2.upload(x2.data.data(), x2.bytes());
+  db.upload(bias.data.data(), bias.bytes());
+  detail::Stream stream(d);
+  const std::vector<Buffer> a1{{dx1.ptr(), x1.bytes()}, {dl.ptr(), logits}}, a2{{dx2.ptr(), x2.bytes()}, {dl.ptr(), logits}};
+  const std::vector<Buffer> r1{{dl.ptr(), logits}, {db.ptr(), bias.bytes()}, {out[0].ptr(), outs}, {out[1].ptr(), outs}};
+  const std::vector<Buffer> r2{{dl.ptr(), logits}, {db.ptr(), bias.bytes()}, {out[2].ptr(), outs}, {out[3].ptr(), outs}};
+  act->launch(a1, tokens, stream.get());
+  route->launch(r1, tokens, stream.get());
+  act->launch(a2, tokens, stream.get());  // overwrites the logits the first routing reads
+  route->launch(r2, tokens, stream.get());
+  stream.synchronize();
+  std::vector<std::vector<std::byte>> result;
+  for (auto& b : out) {
+    result.emplace_back(outs);
+    b.download(result.back().data(), outs);
+  }
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("programmatic dependent launch: each kernel waits on the GPU for the one before it", "[gpu][routing][activation]") {
+  // With Options::programmatic_launch a kernel may be scheduled while the previous one runs;
+  // reading the logits too early, or overwriting them before the router read them, would change
+  // the ids and weights. The chain must give the bits of the same chain launched plainly.
+  const auto specs = test::warm({R"({"op": "activation", "kind": "silu", "d": 256, "dtype": "fp32"})",
+                                 R"({"op": "routing", "num_experts": 256, "topk": 8, "n_group": 8, "topk_group": 4, "scoring": "sigmoid", "bias": "fp32", "renormalize": true, "routed_scaling_factor": 2.5})"});
+  Options options = Options::from_environment();
+  options.programmatic_launch = true;
+  Context pdl(options, 0);
+  std::uint64_t seed = 52000;
+  for (std::int64_t tokens : {1, 100, 4096}) {
+    reference::Rng rng(seed++);
+    auto act1 = reference::make_tensors(*specs[0], tokens), act2 = act1;
+    reference::harness_for("activation").fill_inputs(*specs[0], act1, tokens, rng, 0);
+    reference::harness_for("activation").fill_inputs(*specs[0], act2, tokens, rng, 0);
+    auto route = reference::make_tensors(*specs[1], tokens);
+    reference::harness_for("routing").fill_inputs(*specs[1], route, tokens, rng, 0);
+    const auto want = silu_then_route(gpu_context(), specs[0], specs[1], act1[0], act2[0], route[1], tokens);
+    const auto got = silu_then_route(pdl, specs[0], specs[1], act1[0], act2[0], route[1], tokens);
+    INFO("T=" << tokens);
+    CHECK((want[0] != want[2] || want[1] != want[3]));  // the two routings saw different logits
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == want[i]);
+  }
+}

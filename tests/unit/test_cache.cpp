@@ -337,3 +337,12 @@ TEST_CASE("many processes warming the same specs all end with valid entries, eac
   CHECK(count_in(cache.root() / "tmp") == 0);
 }
 #endif
+
+TEST_CASE("MOEJIT_PDL=1 turns programmatic dependent launch on; any other value leaves it off", "[options]") {
+  ::setenv("MOEJIT_PDL", "1", 1);
+  CHECK(Options::from_environment().programmatic_launch);
+  ::setenv("MOEJIT_PDL", "yes", 1);
+  CHECK_FALSE(Options::from_environment().programmatic_launch);
+  ::unsetenv("MOEJIT_PDL");
+  CHECK_FALSE(Options::from_environment().programmatic_launch);
+}
