@@ -62,6 +62,9 @@ __device__ __forceinline__ u64 pack(u32 hi, int expert) {
 }
 __device__ __forceinline__ int expert_of(u64 key) { return static_cast<int>(0xFFFFu - static_cast<u32>(key)); }
 __device__ __forceinline__ bool valid_key(u64 key) { return static_cast<u32>(key >> 32) >= kFirstValid; }
+/// The selection value a key's upper half stands for; the invalid and excluded classes count as
+/// -inf (rule 3's group scores).
+__device__ __forceinline__ float value_of(u32 hi) { return hi >= kFirstValid ? from_orderable(hi) : neg_inf(); }
 
 // ---- reductions over the kLanes lanes of one token (an aligned slice of a warp) ----------
 template <int kLanes>
@@ -94,6 +97,21 @@ __device__ __forceinline__ u64 lanes_sum(u64 v) {
 #pragma unroll
   for (int o = kLanes / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o, kLanes);
   return v;
+}
+
+/// Rule 3's choice of groups (G <= 32): lane g < kG of a whole warp holds group g's score as
+/// orderable bits; true on lane g when fewer than kTG groups beat it (a larger score, or an
+/// equal one and a lower index): kG independent shuffles instead of kTG dependent selection
+/// rounds.
+template <int kG, int kTG>
+__device__ __forceinline__ bool group_kept(u32 score, int g) {
+  int rank = 0;
+#pragma unroll
+  for (int i = 0; i < kG; ++i) {
+    const u32 other = __shfl_sync(kFullMask, score, i);
+    rank += other > score || (other == score && i < g) ? 1 : 0;
+  }
+  return g < kG && rank < kTG;
 }
 
 // ---- scores (numerics.md rule 1), identical in every kernel --------------------------------
@@ -418,7 +436,6 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
     constexpr int kGL = L::kGroupLanes;
     // Best two by the key halves themselves (they order like the values; invalid and excluded
     // classes sit below every valid value and become -inf only when the group is scored).
-    auto value = [](u32 h) { return h >= kFirstValid ? from_orderable(h) : neg_inf(); };
     u32 gkey[L::kVecs];
 #pragma unroll
     for (int j = 0; j < L::kVecs; ++j) {
@@ -436,7 +453,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
         c2 = umax(min(c1, d1), umax(c2, d2));
         c1 = umax(c1, d1);
       }
-      const float g = C::kGroupScore == GroupScore::top2_sum ? add(value(c1), value(c2)) : value(c1);
+      const float g = C::kGroupScore == GroupScore::top2_sum ? add(value_of(c1), value_of(c2)) : value_of(c1);
       gkey[j] = orderable(g);
     }
     // Group g starts at expert g * kGroupSize: vector column first / (kLanes * kV), lane
@@ -451,13 +468,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
       const u32 v = __shfl_sync(kFullMask, gkey[j], src_lane);
       if (first / (kLanes * kV) == j) mine = v;
     }
-    int rank = 0;
-#pragma unroll
-    for (int i = 0; i < C::kG; ++i) {
-      const u32 other = __shfl_sync(kFullMask, mine, i);
-      rank += other > mine || (other == mine && i < g) ? 1 : 0;
-    }
-    const u32 kept = __ballot_sync(kFullMask, g < C::kG && rank < C::kTG);
+    const u32 kept = __ballot_sync(kFullMask, group_kept<C::kG, C::kTG>(mine, g));
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
       const int group = min(L::expert(s, lane) / C::kGroupSize, 31);  // past E: key() drops it anyway
@@ -469,7 +480,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
     __shared__ unsigned char s_kept[C::kWarpsPerBlock][C::kG];
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
-      if (in_range(s)) s_key[warp][L::expert(s, lane)] = hi[s] >= kFirstValid ? from_orderable(hi[s]) : neg_inf();
+      if (in_range(s)) s_key[warp][L::expert(s, lane)] = value_of(hi[s]);
     }
     for (int j = lane; j < C::kG; j += 32) s_kept[warp][j] = 0;
     __syncwarp();
@@ -493,13 +504,8 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
       group_keys[s] = pack(orderable(g), j);
     }
     if constexpr (C::kG <= 32) {
-      // Lane j holds group j's key (unique: it packs j). A group is kept when fewer than TG
-      // groups beat it: G independent shuffles instead of TG dependent selection rounds.
-      const u64 mine = group_keys[0];
-      int rank = 0;
-#pragma unroll
-      for (int i = 0; i < C::kG; ++i) rank += __shfl_sync(kFullMask, mine, i) > mine ? 1 : 0;
-      if (lane < C::kG && rank < C::kTG) s_kept[warp][lane] = 1;
+      // Lane j holds group j's key.
+      if (group_kept<C::kG, C::kTG>(static_cast<u32>(group_keys[0] >> 32), lane)) s_kept[warp][lane] = 1;
     } else {
       u64 kept[kRanksOf<32, C::kTG>];
       select_topk<32, C::kGroupSlots, C::kTG, 2>([&](int s) { return group_keys[s]; }, lane, kept);
@@ -655,7 +661,6 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
       // more groups beat to the excluded class.
       __shared__ float s_best2[2][C::kG];
       const int e = tid;
-      auto value = [](u32 h) { return h >= kFirstValid ? from_orderable(h) : neg_inf(); };
       if constexpr (C::kGroupSize == 32) {
         // A group is a warp (DeepSeek-V3): its best two by two warp reductions (the second is
         // the best again when two experts share it) instead of 32 shared-memory rank steps.
@@ -664,8 +669,8 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
         const bool twice = __popc(__ballot_sync(kFullMask, h == c1)) >= 2;
         const u32 c2 = twice ? c1 : __reduce_max_sync(kFullMask, h == c1 ? 0u : h);
         if (lane == 0) {
-          s_best2[0][warp] = value(c1);
-          s_best2[1][warp] = value(c2);
+          s_best2[0][warp] = value_of(c1);
+          s_best2[1][warp] = value_of(c2);
         }
       } else {
         if (e < C::kE) {
@@ -673,21 +678,17 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
           int rank = 0;
 #pragma unroll 8
           for (int j = 0; j < C::kGroupSize; ++j) rank += s_rank[0][base + j] > key ? 1 : 0;
-          if (rank < 2) s_best2[rank][e / C::kGroupSize] = value(static_cast<u32>(key >> 32));
+          if (rank < 2) s_best2[rank][e / C::kGroupSize] = value_of(static_cast<u32>(key >> 32));
         }
         if (C::kGroupSize == 1 && tid < C::kG) s_best2[1][tid] = neg_inf();
       }
       __syncthreads();
-      u64 group_key = 0;
+      u32 score = 0;
       if (lane < C::kG) {
         const float c1 = s_best2[0][lane];
-        const float g = C::kGroupScore == GroupScore::top2_sum ? add(c1, s_best2[1][lane]) : c1;
-        group_key = pack(orderable(g), lane);
+        score = orderable(C::kGroupScore == GroupScore::top2_sum ? add(c1, s_best2[1][lane]) : c1);
       }
-      int rank = 0;
-#pragma unroll
-      for (int i = 0; i < C::kG; ++i) rank += __shfl_sync(kFullMask, group_key, i) > group_key ? 1 : 0;
-      const int keep = __shfl_sync(kFullMask, lane < C::kG && rank < C::kTG ? 1 : 0, min(e / C::kGroupSize, 31));
+      const int keep = __shfl_sync(kFullMask, group_kept<C::kG, C::kTG>(score, lane) ? 1 : 0, min(e / C::kGroupSize, 31));
       if (e < C::kE && !keep) s_rank[0][tid] = pack(kExcludedClass, e);
       __syncwarp();
     }
