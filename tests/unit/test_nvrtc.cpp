@@ -150,7 +150,16 @@ TEST_CASE("routing contracts compile for sm_90a and sm_100a without spills: both
                         R"("num_experts": 64, "topk": 4, "n_group": 8, "topk_group": 4)",
                         R"("num_experts": 128, "topk": 8, "n_group": 4, "topk_group": 2, "bias": "fp16")",
                         R"("num_experts": 256, "topk": 16, "n_group": 16, "topk_group": 8, "bias": "fp32")",
-                        R"("num_experts": 1024, "topk": 64, "n_group": 64, "topk_group": 40)"}) {
+                        R"("num_experts": 1024, "topk": 64, "n_group": 64, "topk_group": 40)",
+                        // The warp kernel's group paths by logits width (16-byte vectors of 4 or 8):
+                        // shuffle scores over 4 or 8 lanes, over a whole warp (groups of 128), one
+                        // expert per group, and the shared-memory path (groups of 20).
+                        R"("num_experts": 256, "topk": 8, "n_group": 8, "topk_group": 4, "bias": "fp32", "logits_dtype": "bf16")",
+                        R"("num_experts": 256, "topk": 8, "n_group": 8, "topk_group": 4, "logits_dtype": "fp16", "group_score": "max")",
+                        R"("num_experts": 384, "topk": 6, "n_group": 3, "topk_group": 1, "logits_dtype": "bf16")",
+                        R"("num_experts": 32, "topk": 4, "n_group": 32, "topk_group": 8)",
+                        R"("num_experts": 512, "topk": 32, "n_group": 32, "topk_group": 20, "logits_dtype": "fp16")",
+                        R"("num_experts": 160, "topk": 8, "n_group": 8, "topk_group": 3, "logits_dtype": "bf16")"}) {
     ops.push_back(fmt::format(R"({{"op": "routing", "scoring": "sigmoid", "renormalize": true, {}}})", g));
   }
   compile_all(ops);
