@@ -580,21 +580,25 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
     return load_float<typename C::Bias>(a.bias, expert(chunk, s));
   };
 
-  bool any = false;
-  u32 m = 0;
+  // f(x) for this thread's logit of each of its experts, chunk by chunk.
+  auto each_logit = [&](auto&& f) {
 #pragma unroll 1
-  for (int chunk = 0; chunk < kChunks; ++chunk) {
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
 #pragma unroll
-    for (int s = 0; s < kSlots; ++s) {
-      const int e = expert(chunk, s);
-      if (e >= C::kE) continue;
-      const float x = logit(chunk, s);
-      if (finite(x)) {
-        any = true;
-        m = umax(m, orderable(x));
+      for (int s = 0; s < kSlots; ++s) {
+        if (expert(chunk, s) < C::kE) f(logit(chunk, s));
       }
     }
-  }
+  };
+
+  bool any = false;
+  u32 m = 0;
+  each_logit([&](float x) {
+    if (finite(x)) {
+      any = true;
+      m = umax(m, orderable(x));
+    }
+  });
   // Whether the row has a finite logit (rule 6) rides on a barrier the kernel needs anyway: the
   // softmax max (no finite logit leaves it 0), or the rank tree's first barrier.
   bool any_finite = false;
@@ -609,16 +613,9 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
     any_finite = m != 0;
     st.max = any_finite ? from_orderable(m) : 0.0f;
     u64 q = 0;
-#pragma unroll 1
-    for (int chunk = 0; chunk < kChunks; ++chunk) {
-#pragma unroll
-      for (int s = 0; s < kSlots; ++s) {
-        const int e = expert(chunk, s);
-        if (e >= C::kE) continue;
-        const float x = logit(chunk, s);
-        if (finite(x)) q += fixed_point(expf(__fsub_rn(x, st.max)));
-      }
-    }
+    each_logit([&](float x) {
+      if (finite(x)) q += fixed_point(expf(__fsub_rn(x, st.max)));
+    });
     q = lanes_sum<32>(q);
     if (lane == 0) s_sum[warp] = q;
     __syncthreads();
