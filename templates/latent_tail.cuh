@@ -27,12 +27,12 @@ namespace moejit {
 namespace tail {
 
 using bf16 = __nv_bfloat16;
-constexpr int kPhases = 3;
-constexpr int kThreads = 256;       // norm, exchange, gather, permute
-constexpr int kGemmThreads = 128;   // up projection: 4 warps x 16 rows
-constexpr int kGemmRows = 64;
-constexpr int kTokenTile = 64;
-constexpr unsigned kEmpty2 = 0x80008000u;  // two empty bf16 slots
+inline constexpr int kPhases = 3;
+inline constexpr int kThreads = 256;       // norm, exchange, gather, permute
+inline constexpr int kGemmThreads = 128;   // up projection: 4 warps x 16 rows
+inline constexpr int kGemmRows = 64;
+inline constexpr int kTokenTile = 64;
+inline constexpr unsigned kEmpty2 = 0x80008000u;  // two empty bf16 slots
 
 template <class C>
 struct Layout {

@@ -4,7 +4,7 @@
 
 namespace moejit {
 
-constexpr int kTailMaxRanks = 8;
+inline constexpr int kTailMaxRanks = 8;
 
 /// Where a rank's peer buffers live: the same layout in every rank's allocation.
 ///   routed slots [3 phases][tp][max tokens][L] bf16, shared slots [3][tp][max tokens][H/tp]

@@ -41,10 +41,10 @@ namespace routing {
 using u32 = unsigned int;
 using u64 = unsigned long long;
 
-constexpr u32 kExcludedClass = 0;
-constexpr u32 kInvalidClass = 1;
-constexpr u32 kFirstValid = 0x00800000u;  // orderable(-FLT_MAX): every finite key is >= this
-constexpr u32 kFullMask = 0xffffffffu;
+inline constexpr u32 kExcludedClass = 0;
+inline constexpr u32 kInvalidClass = 1;
+inline constexpr u32 kFirstValid = 0x00800000u;  // orderable(-FLT_MAX): every finite key is >= this
+inline constexpr u32 kFullMask = 0xffffffffu;
 
 __device__ __forceinline__ bool finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 __device__ __forceinline__ float neg_inf() { return __uint_as_float(0xff800000u); }
