@@ -12,6 +12,7 @@
 // (bytes in flight). All loads of a thread are issued before the first use. A run-time flag
 // selects the scalar path: for pointers not aligned for vectors (offset views), and for outputs
 // so small that one element per thread does not fill the GPU twice.
+// Masked layout: one grid row (blockIdx.y) per expert, striding over the rows its count says.
 //
 // Config (generated): kKind, kMasked, kD, kNumExperts, kInterleaved, kBeta, kInvBeta,
 // kLinearBeta, kInvLinearBeta, kAlpha, kLimit, kThreads, kVec, kUnroll, In, Out.
@@ -34,6 +35,13 @@ struct ActivationChecks {
   static_assert(!C::kMasked || C::kNumExperts > 0, "masked layout needs experts");
   static constexpr bool ok = true;
 };
+
+/// SituGLU's output from its gate and its (possibly squashed) up value.
+template <class C>
+__device__ __forceinline__ typename C::Out situ_output(float g, float v) {
+  const float a = mul(mul(C::kBeta, tanh_accurate(mul(g, C::kInvBeta))), sigmoid(g));
+  return from_float<typename C::Out>(mul(a, v));
+}
 
 /// One output element from its gate and up values, rounded as numerics.md says.
 template <class C>
@@ -60,32 +68,65 @@ __device__ __forceinline__ typename C::Out activate(float g, float u) {
     const float glu = mul(gc, sigmoid(mul(C::kAlpha, gc)));
     return from_float<Out>(mul(add(uc, 1.0f), glu));
   } else {  // situ
-    const float a = mul(mul(C::kBeta, tanhf(mul(g, C::kInvBeta))), sigmoid(g));
     float v = u;
-    if constexpr (C::kLinearBeta > 0.0f) v = mul(C::kLinearBeta, tanhf(mul(u, C::kInvLinearBeta)));
-    return from_float<Out>(mul(a, v));
+    if constexpr (C::kLinearBeta > 0.0f) v = mul(C::kLinearBeta, tanh_accurate(mul(u, C::kInvLinearBeta)));
+    return situ_output<C>(g, v);
   }
 }
 
-/// Processes the chunks of one run of `rows` rows starting at `in`/`out`; `first` is this
-/// thread's first chunk and `step` the distance between its unrolled chunks (the grid's width).
+/// The kV outputs of one chunk. SituGLU with linear_beta: u / linear_beta is below tanh's
+/// switch point (|u| < 15 at linear_beta 25) for all but outliers, so when no lane of the warp
+/// holds a larger one the warp takes only tanh's polynomial part (no exp, no reciprocal: about a
+/// sixth of SituGLU's instructions); otherwise every lane takes the whole tanh. The same bits
+/// either way (tanh_accurate selects the polynomial below the switch point).
 template <class C, int kV>
+__device__ __forceinline__ void activate_chunk(const Vec<typename C::In, kV>& g, const Vec<typename C::In, kV>& u,
+                                               Vec<typename C::Out, kV>& o) {
+  if constexpr (C::kKind == ActKind::situ && C::kLinearBeta > 0.0f) {
+    float y[kV];
+    bool large = false;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      y[i] = mul(to_float(u.v[i]), C::kInvLinearBeta);
+      large |= !(fabsf(y[i]) < tanh_switch());  // NaN counts as large
+    }
+    if (__any_sync(__activemask(), large)) {
+#pragma unroll
+      for (int i = 0; i < kV; ++i) y[i] = tanh_accurate(y[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kV; ++i) y[i] = tanh_small(y[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < kV; ++i) o.v[i] = situ_output<C>(to_float(g.v[i]), mul(C::kLinearBeta, y[i]));
+  } else {
+#pragma unroll
+    for (int i = 0; i < kV; ++i) o.v[i] = activate<C>(to_float(g.v[i]), to_float(u.v[i]));
+  }
+}
+
+/// Processes chunks first, first + step, ... of `rows` rows of 2d inputs and d outputs;
+/// row_of(r) is row r's index in the input and output arrays (called with rising r).
+template <class C, int kV, class RowOf>
 __device__ __forceinline__ void activation_rows(const typename C::In* __restrict__ in,
                                                 typename C::Out* __restrict__ out, long long rows,
-                                                long long first, long long step) {
+                                                long long first, long long step, RowOf&& row_of) {
   using In = typename C::In;
   using Out = typename C::Out;
   constexpr long long kChunksPerRow = C::kD / kV;
   const long long total = rows * kChunksPerRow;
   for (long long base = first; base < total; base += step * C::kUnroll) {
     Vec<In, kV> g[C::kUnroll], u[C::kUnroll];
+    long long at[C::kUnroll];  // the chunk's first output element
     // Load: every load of this thread in flight before the first use.
 #pragma unroll
     for (int k = 0; k < C::kUnroll; ++k) {
       const long long c = base + k * step;
       if (c >= total) break;
-      const long long row = c / kChunksPerRow;
-      const long long col = (c - row * kChunksPerRow) * kV;
+      const long long r = c / kChunksPerRow;
+      const long long row = row_of(r);
+      const long long col = (c - r * kChunksPerRow) * kV;
+      at[k] = row * C::kD + col;
       const In* src = in + row * (2 * C::kD);
       if constexpr (C::kInterleaved && kV == 1) {
         g[k].v[0] = src[2 * col];
@@ -109,14 +150,10 @@ __device__ __forceinline__ void activation_rows(const typename C::In* __restrict
     // Compute and store.
 #pragma unroll
     for (int k = 0; k < C::kUnroll; ++k) {
-      const long long c = base + k * step;
-      if (c >= total) break;
-      const long long row = c / kChunksPerRow;
-      const long long col = (c - row * kChunksPerRow) * kV;
+      if (base + k * step >= total) break;
       Vec<Out, kV> o;
-#pragma unroll
-      for (int i = 0; i < kV; ++i) o.v[i] = activate<C>(to_float(g[k].v[i]), to_float(u[k].v[i]));
-      store_vec<Out, kV>(out + row * C::kD + col, o);
+      activate_chunk<C, kV>(g[k], u[k], o);
+      store_vec<Out, kV>(out + at[k], o);
     }
   }
 }
@@ -130,13 +167,14 @@ __device__ __forceinline__ void activation_body(const ActivationArgs& args) {
   const In* in = static_cast<const In*>(args.in);
   Out* out = static_cast<Out*>(args.out);
   if constexpr (C::kMasked) {
+    // One grid row per expert, striding over its rows.
     const long long e = blockIdx.y;
     long long rows = args.expert_num_tokens[e];
     rows = rows < 0 ? 0 : (rows > args.tokens ? args.tokens : rows);
     const long long offset = e * args.tokens;
-    activation_rows<C, kV>(in + offset * 2 * C::kD, out + offset * C::kD, rows, first, step);
+    activation_rows<C, kV>(in, out, rows, first, step, [&](long long r) { return offset + r; });
   } else {
-    activation_rows<C, kV>(in, out, args.tokens, first, step);
+    activation_rows<C, kV>(in, out, args.tokens, first, step, [](long long r) { return r; });
   }
 }
 

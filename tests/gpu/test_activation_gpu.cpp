@@ -53,6 +53,27 @@ TEST_CASE("activations match the reference: kinds x layouts x dtypes x shapes", 
   }
 }
 
+TEST_CASE("masked layouts: grid-strided experts, and many experts", "[gpu][activation]") {
+  // 8 experts x 2048 rows x d 1024: more chunks per expert than its grid row has threads, so each
+  // thread strides over its expert's rows (counts 0, all, half, random; variant 1 also counts
+  // past T_max); 1024 and 1100 experts of a few rows.
+  const auto ops = test::warm({
+      R"({"op": "activation", "kind": "situ", "beta": 4.0, "linear_beta": 25.0, "d": 1024, "layout": "masked", "num_experts": 8})",
+      R"({"op": "activation", "kind": "silu", "d": 1024, "layout": "masked", "num_experts": 8, "dtype": "fp16", "out_dtype": "fp16"})",
+      R"({"op": "activation", "kind": "silu", "d": 64, "layout": "masked", "num_experts": 1100})",
+      R"({"op": "activation", "kind": "situ", "beta": 4.0, "d": 1024, "layout": "masked", "num_experts": 1024})",
+  });
+  std::uint64_t seed = 100;
+  for (const auto& spec : ops) {
+    const auto op = gpu_context().load(spec);
+    const auto& a = dynamic_cast<const ActivationSpec&>(*spec);
+    const std::vector<std::int64_t> tokens = a.num_experts > 8 ? std::vector<std::int64_t>{1, 3, 40} : std::vector<std::int64_t>{2048};
+    for (int variant = 0; variant < reference::harness_for("activation").variants(); ++variant) {
+      for (auto t : tokens) test::check(*op, {variant, t, seed++});
+    }
+  }
+}
+
 TEST_CASE("unaligned views take the scalar path and still match", "[gpu][activation]") {
   const auto ops = test::warm({R"({"op": "activation", "kind": "situ", "d": 3072, "beta": 4.0, "linear_beta": 25.0})"});
   auto& ctx = gpu_context();
