@@ -3,11 +3,12 @@
 //
 // Every expert gets one 64-bit key: (class or order-preserving bits of its fp32 selection key)
 // << 32 | (0xFFFF - expert). A larger key wins, so one max-reduction is an arg-max with the
-// lower-index tie rule, and keys are unique. Classes below every finite key: 1 = invalid
-// (non-finite logit or key) in a kept group, 0 = expert of a group that was not kept; an empty
+// lower-index tie rule, and keys are unique. Classes below every finite key: 2 = invalid
+// (non-finite logit or key) in a kept group, 1 = expert of a group that was not kept; an empty
 // slot is key 0. Top-K takes K maxima in turn: each lane keeps the best two (or three) of its
 // own keys, the lanes of a token reduce (redux.sync on a full warp), the lane that held the
-// winner pops it and rescans its keys below the winner only when its cache is used up.
+// winner pops it and rescans its keys below the winner only when its cache is used up. The warp
+// kernel holds its keys as two 32-bit halves (upper half, expert) and reduces each in turn.
 //
 // Three kernels share that routine, so they give the same bits:
 //   routing_warp_kernel   one token per kLanes lanes (several tokens per warp when E is
@@ -41,8 +42,9 @@ namespace routing {
 using u32 = unsigned int;
 using u64 = unsigned long long;
 
-inline constexpr u32 kExcludedClass = 0;
-inline constexpr u32 kInvalidClass = 1;
+inline constexpr u32 kExcludedClass = 1;
+inline constexpr u32 kInvalidClass = 2;
+inline constexpr u32 kNoExpert = 0xffffffffu;  // an empty slot of select_topk_split's cache (upper half 0)
 inline constexpr u32 kFirstValid = 0x00800000u;  // orderable(-FLT_MAX): every finite key is >= this
 inline constexpr u32 kFullMask = 0xffffffffu;
 
@@ -74,6 +76,16 @@ __device__ __forceinline__ u32 lanes_max(u32 v) {
   } else {
 #pragma unroll
     for (int o = kLanes / 2; o > 0; o /= 2) v = umax(v, __shfl_xor_sync(kFullMask, v, o, kLanes));
+    return v;
+  }
+}
+template <int kLanes>
+__device__ __forceinline__ u32 lanes_min(u32 v) {
+  if constexpr (kLanes == 32) {
+    return __reduce_min_sync(kFullMask, v);
+  } else {
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o /= 2) v = min(v, __shfl_xor_sync(kFullMask, v, o, kLanes));
     return v;
   }
 }
@@ -147,7 +159,9 @@ __device__ __forceinline__ float weight(float x, const RowStats& st) {
 template <class C>
 __device__ __forceinline__ u32 key_hi_of_score(float x, float c, float b) {
   if constexpr (C::kHasBias) c = add(c, b);
-  c = add(c, 0.0f);  // -0.0 -> +0.0: equal keys must tie
+  // -0.0 -> +0.0: equal keys must tie. Only a raw logit can be -0: every score is +0 or above
+  // (and s + b is -0 only when both are).
+  if constexpr (C::kScoring == Scoring::none) c = add(c, 0.0f);
   return finite(x) && finite(c) ? orderable(c) : kInvalidClass;
 }
 template <class C>
@@ -206,6 +220,75 @@ __device__ __forceinline__ void select_topk(const KeyOf& key, int lane, u64 (&se
           const u64 v = key(s);
           insert_top(c, v < best ? v : 0);  // 0 leaves the cache as it is
         }
+      }
+    }
+  }
+}
+
+/// insert_top on keys held in two halves: h the upper half, x the expert (the lower half is
+/// 0xFFFF - x). Stable: a key equal in h to one already held goes after it, so slots inserted in
+/// rising expert order keep the lower expert first.
+template <int kCache>
+__device__ __forceinline__ void insert_top_split(u32 (&ch)[kCache], u32 (&cx)[kCache], u32 h, u32 x) {
+#pragma unroll
+  for (int i = kCache - 1; i > 0; --i) {
+    const bool above_prev = h > ch[i - 1], above = h > ch[i];
+    ch[i] = above_prev ? ch[i - 1] : (above ? h : ch[i]);
+    cx[i] = above_prev ? cx[i - 1] : (above ? x : cx[i]);
+  }
+  const bool top = h > ch[0];
+  ch[0] = top ? h : ch[0];
+  cx[0] = top ? x : cx[0];
+}
+
+/// select_topk on keys held in two 32-bit halves (half the instructions of 64-bit compares and
+/// selects): hi(s) is slot s's upper half (0 for none), expert(s) its expert, rising with s
+/// (kNoExpert for none). Upper halves are >= 1 for every expert (the class of an excluded one
+/// is 1), so an empty cache entry (0, kNoExpert) is below every key. Each round takes the
+/// largest upper half over the lanes, then the lowest expert among the lanes that hold it: the
+/// same order, and the same results, as select_topk on pack(hi, expert).
+template <int kLanes, int kSlots, int kK, int kCache, class HiOf, class ExpertOf>
+__device__ __forceinline__ void select_topk_split(const HiOf& hi, const ExpertOf& expert, int lane,
+                                                  u64 (&sel)[kRanksOf<kLanes, kK>]) {
+  u32 ch[kCache], cx[kCache];
+#pragma unroll
+  for (int i = 0; i < kCache; ++i) {
+    ch[i] = 0;
+    cx[i] = kNoExpert;
+  }
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) insert_top_split(ch, cx, hi(s), expert(s));
+#pragma unroll
+  for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) sel[r] = 0;
+#pragma unroll 1
+  for (int k = 0; k < kK; ++k) {
+    const u32 m = lanes_max<kLanes>(ch[0]);
+    const u32 x = lanes_min<kLanes>(ch[0] == m ? cx[0] : kNoExpert);
+#pragma unroll
+    for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) {
+      if (r * kLanes + lane == k) sel[r] = pack(m, static_cast<int>(x));
+    }
+    // The lane that held the winner pops it (experts are unique: exactly one lane), by selects
+    // rather than a branch around it: a divergent branch here cost more than the shift (ncu,
+    // Kimi-K3: 13 moves and 5 branch instructions per round). A lane whose cache is used up
+    // rescans its keys below the winner. NOTE: a warp-uniform branch (__any_sync) around the
+    // rescan made ptxas spill for sm_100a (Kimi-K3-sized, bf16 logits); the lane's own branch
+    // does not.
+    const bool won = cx[0] == x;
+#pragma unroll
+    for (int i = 0; i + 1 < kCache; ++i) {
+      ch[i] = won ? ch[i + 1] : ch[i];
+      cx[i] = won ? cx[i + 1] : cx[i];
+    }
+    ch[kCache - 1] = won ? 0u : ch[kCache - 1];
+    cx[kCache - 1] = won ? kNoExpert : cx[kCache - 1];
+    const bool refill = won && cx[0] == kNoExpert;
+    if (refill) {
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) {
+        const u32 h = hi(s), e = expert(s);
+        const bool below = h < m || (h == m && e > x);
+        insert_top_split(ch, cx, below ? h : 0u, below ? e : kNoExpert);  // (0, none) changes nothing
       }
     }
   }
@@ -324,11 +407,12 @@ struct WarpLayout {
               C::kGroupSize / kVec <= C::kLanes
           ? C::kGroupSize / kVec
           : 0;
-  // Cached keys per lane in the selection: three from 8 experts per lane, so that a lane
-  // rarely rescans its keys (about 3 rescans per token for Kimi-K3 with two; DeepSeek-V3 at
-  // T=16384: 24.8 us with three, 26.2 with two); below that, two (a lane holds few keys to
-  // rescan, and the third costs an insert step per key).
-  static constexpr int kCache = kSlots >= 8 ? 3 : 2;
+  // Cached keys per lane in the selection: a lane rescans its keys when it has won as many
+  // rounds as it caches. H200, T=16384 (bench/results/2026-11-29-d/cache-sizes): Kimi-K3 (28
+  // experts per lane) 56.1 us with four, 63.5 with five, 68.0 with six; Kimi-K2 (12) 22.2 with
+  // three, 24.1 with four; DeepSeek-V3 (8) 21.6 with three, 22.8 with four; GLM-4.5 (5) and
+  // Qwen3 (4) 14.0-14.2 and 13.6-13.7 with two or three (three: 0.1 us faster at T=1024).
+  static constexpr int kCache = kSlots >= 16 ? 4 : (kSlots >= 4 ? 3 : 2);
 };
 
 /// Loads n = kSlots values of one row (or the bias) in the warp layout: vectors when the
@@ -426,7 +510,6 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
       hi[s] = key_hi<C>(x[s], b[s], st);
     }
   }
-  auto key = [&](int s) -> u64 { return in_range(s) ? pack(hi[s], L::expert(s, lane)) : 0; };
 
   if constexpr (C::kGrouped && L::kGroupLanes > 0) {
     // Rule 3 by shuffles: each vector's best two values, then over the kGroupLanes lanes of
@@ -522,7 +605,9 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
   }
 
   u64 sel[kRanksOf<kLanes, C::kK>];
-  select_topk<kLanes, kSlots, C::kK, L::kCache>(key, lane, sel);
+  select_topk_split<kLanes, kSlots, C::kK, L::kCache>(
+      [&](int s) { return in_range(s) ? hi[s] : 0u; },
+      [&](int s) { return in_range(s) ? static_cast<u32>(L::expert(s, lane)) : kNoExpert; }, lane, sel);
   const long long base = row * C::kE;
   finish_row<C, kLanes>(sel, lane, row, active, any_finite,
                         [&](int e) { return weight<C>(load_float<typename C::Logit>(a.logits, base + e), st); }, a);
