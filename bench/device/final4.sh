@@ -15,7 +15,7 @@ timeout 60 python3 tests/gpu/run_npy.py --moejit $B/moejit 2>&1 | tail -2
 W=deepseek_v3_warp,kimi_k2_warp,kimi_k3_warp,qwen3_warp,glm45_warp
 for round in 1 2; do
   for v in old vA new; do
-    bin=$B/moejit; [ $v != new ] && bin=$B/moejit_$v
+    bin=$B/moejit; [ $v != new ] && bin=$B/moejit_$v; [ -x $bin ] || continue
     timeout 90 $bin bench bench/specs/routing.json --op $W --tokens 1024,4096,16384 > $OUT/warp_$v.txt 2>&1
   done
 done
