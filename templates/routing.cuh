@@ -69,26 +69,25 @@ __device__ __forceinline__ bool valid_key(u64 key) { return static_cast<u32>(key
 __device__ __forceinline__ float value_of(u32 hi) { return hi >= kFirstValid ? from_orderable(hi) : neg_inf(); }
 
 // ---- reductions over the kLanes lanes of one token (an aligned slice of a warp) ----------
-template <int kLanes>
-__device__ __forceinline__ u32 lanes_max(u32 v) {
+/// The largest (kMax) or smallest u32 over the kLanes lanes: redux.sync on a full warp, else
+/// shuffles within the slice.
+template <int kLanes, bool kMax>
+__device__ __forceinline__ u32 lanes_extreme(u32 v) {
   if constexpr (kLanes == 32) {
-    return __reduce_max_sync(kFullMask, v);
+    return kMax ? __reduce_max_sync(kFullMask, v) : __reduce_min_sync(kFullMask, v);
   } else {
 #pragma unroll
-    for (int o = kLanes / 2; o > 0; o /= 2) v = umax(v, __shfl_xor_sync(kFullMask, v, o, kLanes));
+    for (int o = kLanes / 2; o > 0; o /= 2) {
+      const u32 other = __shfl_xor_sync(kFullMask, v, o, kLanes);
+      v = (kMax ? other > v : other < v) ? other : v;
+    }
     return v;
   }
 }
 template <int kLanes>
-__device__ __forceinline__ u32 lanes_min(u32 v) {
-  if constexpr (kLanes == 32) {
-    return __reduce_min_sync(kFullMask, v);
-  } else {
-#pragma unroll
-    for (int o = kLanes / 2; o > 0; o /= 2) v = min(v, __shfl_xor_sync(kFullMask, v, o, kLanes));
-    return v;
-  }
-}
+__device__ __forceinline__ u32 lanes_max(u32 v) { return lanes_extreme<kLanes, true>(v); }
+template <int kLanes>
+__device__ __forceinline__ u32 lanes_min(u32 v) { return lanes_extreme<kLanes, false>(v); }
 template <int kLanes>
 __device__ __forceinline__ u64 lanes_max(u64 v) {
   if constexpr (kLanes == 32) {
