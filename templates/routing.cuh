@@ -246,51 +246,95 @@ __device__ __forceinline__ void insert_top_split(u32 (&ch)[kCache], u32 (&cx)[kC
 /// is 1), so an empty cache entry (0, kNoExpert) is below every key. Each round takes the
 /// largest upper half over the lanes, then the lowest expert among the lanes that hold it: the
 /// same order, and the same results, as select_topk on pack(hi, expert).
+/// One step of a stable sorting network on (upper half, expert) pairs: swaps entries i < j when
+/// j's upper half is larger.
+__device__ __forceinline__ void exchange_split(u32& hi_i, u32& x_i, u32& hi_j, u32& x_j) {
+  const bool swap = hi_j > hi_i;
+  const u32 h = hi_i, x = x_i;
+  hi_i = swap ? hi_j : hi_i;
+  x_i = swap ? x_j : x_i;
+  hi_j = swap ? h : hi_j;
+  x_j = swap ? x : x_j;
+}
+
+/// One selection round of select_topk_split: the largest upper half over the lanes, the lowest
+/// expert among the lanes that hold it, recorded by the lane of rank k; the lane that held the
+/// winner pops it and, when its cache is used up, rescans its keys below the winner.
+template <int kLanes, int kSlots, int kK, int kCache, class HiOf, class ExpertOf>
+__device__ __forceinline__ void selection_round(int k, const HiOf& hi, const ExpertOf& expert, int lane,
+                                                u32 (&ch)[kCache], u32 (&cx)[kCache],
+                                                u32 (&sel_hi)[kRanksOf<kLanes, kK>], u32 (&sel_x)[kRanksOf<kLanes, kK>]) {
+  const u32 m = lanes_max<kLanes>(ch[0]);
+  const u32 x = lanes_min<kLanes>(ch[0] == m ? cx[0] : kNoExpert);
+#pragma unroll
+  for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) {
+    const bool mine = r * kLanes + lane == k;
+    sel_hi[r] = mine ? m : sel_hi[r];
+    sel_x[r] = mine ? x : sel_x[r];
+  }
+  // The pop by selects rather than a branch around it: a divergent branch here cost more than
+  // the shift (ncu, Kimi-K3: 13 moves and 5 branch instructions per round). NOTE: a
+  // warp-uniform branch (__any_sync) around the rescan made ptxas spill for sm_100a
+  // (Kimi-K3-sized, bf16 logits); the lane's own branch does not.
+  const bool won = cx[0] == x;  // experts are unique: exactly one lane
+#pragma unroll
+  for (int i = 0; i + 1 < kCache; ++i) {
+    ch[i] = won ? ch[i + 1] : ch[i];
+    cx[i] = won ? cx[i + 1] : cx[i];
+  }
+  ch[kCache - 1] = won ? 0u : ch[kCache - 1];
+  cx[kCache - 1] = won ? kNoExpert : cx[kCache - 1];
+  if (won && cx[0] == kNoExpert) {
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      const u32 h = hi(s), e = expert(s);
+      const bool below = h < m || (h == m && e > x);
+      insert_top_split(ch, cx, below ? h : 0u, below ? e : kNoExpert);  // (0, none) changes nothing
+    }
+  }
+}
+
+/// select_topk on keys held in two 32-bit halves (half the instructions of 64-bit compares and
+/// selects): hi(s) is slot s's upper half (0 for none), expert(s) its expert, rising with s
+/// (kNoExpert for none). Upper halves are >= 1 for every expert (the class of an excluded one
+/// is 1), so an empty cache entry (0, kNoExpert) is below every key. Each round takes the
+/// largest upper half over the lanes, then the lowest expert among the lanes that hold it: the
+/// same order, and the same results, as select_topk on pack(hi, expert).
 template <int kLanes, int kSlots, int kK, int kCache, class HiOf, class ExpertOf>
 __device__ __forceinline__ void select_topk_split(const HiOf& hi, const ExpertOf& expert, int lane,
                                                   u64 (&sel)[kRanksOf<kLanes, kK>]) {
+  // The cache starts as the first kCache slots sorted by a stable network (bubble order: equal
+  // upper halves keep the lower expert first), then takes the other slots by insertion.
+  constexpr int kSeed = kSlots < kCache ? kSlots : kCache;
   u32 ch[kCache], cx[kCache];
 #pragma unroll
   for (int i = 0; i < kCache; ++i) {
-    ch[i] = 0;
-    cx[i] = kNoExpert;
+    ch[i] = i < kSeed ? hi(i) : 0u;
+    cx[i] = i < kSeed ? expert(i) : kNoExpert;
   }
 #pragma unroll
-  for (int s = 0; s < kSlots; ++s) insert_top_split(ch, cx, hi(s), expert(s));
+  for (int top = 0; top + 1 < kSeed; ++top) {  // the largest of [top, kSeed) rises to top
 #pragma unroll
-  for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) sel[r] = 0;
+    for (int i = kSeed - 2; i >= top; --i) exchange_split(ch[i], cx[i], ch[i + 1], cx[i + 1]);
+  }
+#pragma unroll
+  for (int s = kSeed; s < kSlots; ++s) insert_top_split(ch, cx, hi(s), expert(s));
+  u32 sel_hi[kRanksOf<kLanes, kK>], sel_x[kRanksOf<kLanes, kK>];
+#pragma unroll
+  for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) {
+    sel_hi[r] = 0;
+    sel_x[r] = kNoExpert;
+  }
+  if constexpr (kK <= 8) {
+    // Few rounds: unrolled (no loop counter; the rank test against a constant).
+#pragma unroll
+    for (int k = 0; k < kK; ++k) selection_round<kLanes, kSlots, kK, kCache>(k, hi, expert, lane, ch, cx, sel_hi, sel_x);
+  } else {
 #pragma unroll 1
-  for (int k = 0; k < kK; ++k) {
-    const u32 m = lanes_max<kLanes>(ch[0]);
-    const u32 x = lanes_min<kLanes>(ch[0] == m ? cx[0] : kNoExpert);
-#pragma unroll
-    for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) {
-      if (r * kLanes + lane == k) sel[r] = pack(m, static_cast<int>(x));
-    }
-    // The lane that held the winner pops it (experts are unique: exactly one lane), by selects
-    // rather than a branch around it: a divergent branch here cost more than the shift (ncu,
-    // Kimi-K3: 13 moves and 5 branch instructions per round). A lane whose cache is used up
-    // rescans its keys below the winner. NOTE: a warp-uniform branch (__any_sync) around the
-    // rescan made ptxas spill for sm_100a (Kimi-K3-sized, bf16 logits); the lane's own branch
-    // does not.
-    const bool won = cx[0] == x;
-#pragma unroll
-    for (int i = 0; i + 1 < kCache; ++i) {
-      ch[i] = won ? ch[i + 1] : ch[i];
-      cx[i] = won ? cx[i + 1] : cx[i];
-    }
-    ch[kCache - 1] = won ? 0u : ch[kCache - 1];
-    cx[kCache - 1] = won ? kNoExpert : cx[kCache - 1];
-    const bool refill = won && cx[0] == kNoExpert;
-    if (refill) {
-#pragma unroll
-      for (int s = 0; s < kSlots; ++s) {
-        const u32 h = hi(s), e = expert(s);
-        const bool below = h < m || (h == m && e > x);
-        insert_top_split(ch, cx, below ? h : 0u, below ? e : kNoExpert);  // (0, none) changes nothing
-      }
-    }
+    for (int k = 0; k < kK; ++k) selection_round<kLanes, kSlots, kK, kCache>(k, hi, expert, lane, ch, cx, sel_hi, sel_x);
   }
+#pragma unroll
+  for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) sel[r] = sel_x[r] == kNoExpert ? 0ull : pack(sel_hi[r], static_cast<int>(sel_x[r]));
 }
 
 /// Rank-count selection in shared memory: `src` holds `lists` runs of `run` keys each; every
