@@ -67,10 +67,9 @@ __device__ __forceinline__ typename C::Out activate(float g, float u) {
     const float uc = u > C::kLimit ? C::kLimit : (u < -C::kLimit ? -C::kLimit : u);
     const float glu = mul(gc, sigmoid(mul(C::kAlpha, gc)));
     return from_float<Out>(mul(add(uc, 1.0f), glu));
-  } else {  // situ
-    float v = u;
-    if constexpr (C::kLinearBeta > 0.0f) v = mul(C::kLinearBeta, tanh_accurate(mul(u, C::kInvLinearBeta)));
-    return situ_output<C>(g, v);
+  } else {  // situ; with linear_beta, activate_chunk squashes u first
+    static_assert(!(C::kLinearBeta > 0.0f), "SituGLU with linear_beta goes through activate_chunk");
+    return situ_output<C>(g, u);
   }
 }
 
