@@ -39,6 +39,17 @@ __device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b);
 // reciprocal is the shorter instruction sequence.
 __device__ __forceinline__ float sigmoid(float x) { return __frcp_rn(add(1.0f, expf(-x))); }
 
+/// 1/y correctly rounded for 1 <= y < 2^126 (the bits of __frcp_rn(y): tests/gpu/division_exhaustive.cu
+/// checks every such y) by the reciprocal's fast path alone, without its range check and the
+/// branch to its slow path. Wrong elsewhere (inf, NaN, results below the normal range): callers
+/// test rcp_fast_ok(y) and redo those y with __frcp_rn, off the common path.
+__device__ __forceinline__ float rcp_fast(float y) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
+  return __fmaf_rn(__fmaf_rn(-y, r, 1.0f), r, r);
+}
+__device__ __forceinline__ bool rcp_fast_ok(float y) { return y >= 1.0f && y < 0x1p126f; }
+
 // ---- an accurate tanhf in two parts ------------------------------------------------------------
 // CUDA's tanhf (libdevice, CUDA 13), written out operation for operation so that a caller can
 // skip the part it does not need: |x| < 0.6 takes an odd polynomial, |x| >= 0.6 takes

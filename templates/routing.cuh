@@ -161,7 +161,8 @@ __device__ __forceinline__ u32 key_hi_of_score(float x, float c, float b) {
   // -0.0 -> +0.0: equal keys must tie. Only a raw logit can be -0: every score is +0 or above
   // (and s + b is -0 only when both are).
   if constexpr (C::kScoring == Scoring::none) c = add(c, 0.0f);
-  return finite(x) && finite(c) ? orderable(c) : kInvalidClass;
+  // Both tests, not &&: a short-circuit made ptxas branch around the score of every expert.
+  return finite(x) & finite(c) ? orderable(c) : kInvalidClass;
 }
 template <class C>
 __device__ __forceinline__ u32 key_hi(float x, float b, const RowStats& st) {
@@ -175,6 +176,16 @@ __device__ __forceinline__ u64 expert_key(float x, float b, int e, const RowStat
 template <class T>
 __device__ __forceinline__ float load_float(const void* base, long long i) {
   return to_float(static_cast<const T*>(base)[i]);
+}
+
+/// The weight (before renormalizing) of a selected valid key of the row at logits + base.
+template <class C>
+__device__ __forceinline__ float key_weight(u64 key, const void* logits, long long base, const RowStats& st) {
+  if constexpr (!C::kHasBias && C::kScoring != Scoring::none) {
+    return from_orderable(static_cast<u32>(key >> 32));  // the key is the score itself
+  } else {
+    return weight<C>(load_float<typename C::Logit>(logits, base + expert_of(key)), st);
+  }
 }
 
 // ---- top-K over keys spread across the kLanes lanes of a token ---------------------------
@@ -364,7 +375,7 @@ __device__ __forceinline__ int rank_sets(const u64* __restrict__ src, u64* __res
 }
 
 /// Weights (rule 5/6) and the stores of one token's selection, held as `sel` by its lanes.
-/// weight_of(expert) is the expert's weight before renormalizing (asked for valid keys only).
+/// weight_of(key) is the weight before renormalizing of a selected key (asked for valid keys only).
 template <class C, int kLanes, class WeightOf>
 __device__ __forceinline__ void finish_row(const u64 (&sel)[kRanksOf<kLanes, C::kK>], int lane, long long row,
                                            bool store, bool any_finite, const WeightOf& weight_of, const RoutingArgs& a) {
@@ -373,7 +384,7 @@ __device__ __forceinline__ void finish_row(const u64 (&sel)[kRanksOf<kLanes, C::
 #pragma unroll
   for (int r = 0; r < kRanks; ++r) {
     w[r] = 0.0f;
-    if (r * kLanes + lane < C::kK && valid_key(sel[r])) w[r] = weight_of(expert_of(sel[r]));
+    if (r * kLanes + lane < C::kK && valid_key(sel[r])) w[r] = weight_of(sel[r]);
   }
   if constexpr (C::kRenormalize) {
     // The sum in output order k = 0..K-1, the same bits in every lane and every kernel.
@@ -386,9 +397,12 @@ __device__ __forceinline__ void finish_row(const u64 (&sel)[kRanksOf<kLanes, C::
       }
     }
     const float denom = add(sum, 1e-20f);
+    // A zero numerator (every lane past rank K) sends the division to its slow path (ncu: ~45
+    // instructions per token): divide 1 instead and keep the 0.
 #pragma unroll
-    for (int r = 0; r < kRanks; ++r) w[r] = mul(C::kAlpha, __fdiv_rn(w[r], denom));
-  } else {
+    for (int r = 0; r < kRanks; ++r) w[r] = w[r] == 0.0f ? 0.0f : __fdiv_rn(w[r] == 0.0f ? 1.0f : w[r], denom);
+  }
+  if constexpr (C::kAlpha != 1.0f) {
 #pragma unroll
     for (int r = 0; r < kRanks; ++r) w[r] = mul(C::kAlpha, w[r]);
   }
@@ -545,12 +559,38 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
   // Keys: only the upper half (class or selection value) is held; the lower half is the
   // expert's slot, rebuilt on use.
   u32 hi[kSlots];
+  if constexpr (C::kScoring == Scoring::sigmoid) {
+    // The sigmoid's reciprocal without its range check (rcp_fast); the rare y it does not cover
+    // (x < -87.3, or x not finite) are redone with __frcp_rn behind one branch per lane, on
+    // logits and bias loaded again (from cache): holding them across the branch instead cost
+    // registers (Kimi-K3 80 -> 124) and time (T=16384 52.1 -> 57.6 us).
+    u32 y_max = 0;  // y >= 1 or NaN: as bits, NaN and y >= 2^126 are the largest
 #pragma unroll
-  for (int s = 0; s < kSlots; ++s) {
-    if constexpr (C::kScoring == Scoring::softmax) {
-      hi[s] = key_hi_of_score<C>(x[s], __fdiv_rn(ex[s], st.sum), b[s]);
-    } else {
-      hi[s] = key_hi<C>(x[s], b[s], st);
+    for (int s = 0; s < kSlots; ++s) {
+      const float y = add(1.0f, expf(-x[s]));
+      y_max = umax(y_max, __float_as_uint(y));
+      hi[s] = key_hi_of_score<C>(x[s], rcp_fast(y), b[s]);
+    }
+    if (y_max >= __float_as_uint(0x1p126f)) {
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) {
+        if (!in_range(s)) continue;
+        const int e = L::expert(s, lane);
+        const float xs = load_float<typename C::Logit>(a.logits, row * C::kE + e);
+        const float y = add(1.0f, expf(-xs));
+        if (!rcp_fast_ok(y)) {
+          hi[s] = key_hi_of_score<C>(xs, __frcp_rn(y), C::kHasBias ? load_float<typename C::Bias>(a.bias, e) : 0.0f);
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      if constexpr (C::kScoring == Scoring::softmax) {
+        hi[s] = key_hi_of_score<C>(x[s], __fdiv_rn(ex[s], st.sum), b[s]);
+      } else {
+        hi[s] = key_hi<C>(x[s], b[s], st);
+      }
     }
   }
 
@@ -595,10 +635,13 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
       if (first / (kLanes * kV) == j) mine = v;
     }
     const u32 kept = __ballot_sync(kFullMask, group_kept<C::kG, C::kTG>(mine, g));
+    // A vector lies in one group: one test per vector (unsigned: no signed-division fixups).
 #pragma unroll
-    for (int s = 0; s < kSlots; ++s) {
-      const int group = min(L::expert(s, lane) / C::kGroupSize, 31);  // past E: key() drops it anyway
-      if (!((kept >> group) & 1u)) hi[s] = kExcludedClass;
+    for (int j = 0; j < L::kVecs; ++j) {
+      const u32 group = static_cast<u32>(L::expert(j * kV, lane)) / C::kGroupSize;
+      const bool keep = (kept >> (L::partial(j * kV) ? min(group, 31u) : group)) & 1u;  // past E: dropped anyway
+#pragma unroll
+      for (int v = 0; v < kV; ++v) hi[j * kV + v] = keep ? hi[j * kV + v] : kExcludedClass;
     }
   } else if constexpr (C::kGrouped) {
     // Group scores (rule 3) from the values in shared memory; lane l scores groups l, l + 32, ...
@@ -652,8 +695,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
       [&](int s) { return in_range(s) ? hi[s] : 0u; },
       [&](int s) { return in_range(s) ? static_cast<u32>(L::expert(s, lane)) : kNoExpert; }, lane, sel);
   const long long base = row * C::kE;
-  finish_row<C, kLanes>(sel, lane, row, active, any_finite,
-                        [&](int e) { return weight<C>(load_float<typename C::Logit>(a.logits, base + e), st); }, a);
+  finish_row<C, kLanes>(sel, lane, row, active, any_finite, [&](u64 key) { return key_weight<C>(key, a.logits, base, st); }, a);
 }
 
 // ---- one token per block -----------------------------------------------------------------
@@ -877,10 +919,9 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
   }
   if (warp == 0) {
     if constexpr (kRankTree) {
-      finish_row<C, 32>(best, lane, row, true, any_finite, [&](int e) { return s_weight[e]; }, a);
+      finish_row<C, 32>(best, lane, row, true, any_finite, [&](u64 key) { return s_weight[expert_of(key)]; }, a);
     } else {
-      finish_row<C, 32>(best, lane, row, true, any_finite,
-                        [&](int e) { return weight<C>(load_float<typename C::Logit>(a.logits, base + e), st); }, a);
+      finish_row<C, 32>(best, lane, row, true, any_finite, [&](u64 key) { return key_weight<C>(key, a.logits, base, st); }, a);
     }
   }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Summarize an ncu `--page source --csv --print-source sass` dump: warp instructions executed
-per token, by opcode, and the hottest SASS lines. Usage: sass_summary.py FILE.csv TOKENS [TOP]"""
+per token, by opcode, and the hottest SASS lines (TOP 0: every line, in address order, with its
+count per token). Usage: sass_summary.py FILE.csv TOKENS [TOP]"""
 import collections
 import csv
 import sys
@@ -29,5 +30,5 @@ for r in rows:
     hot.append((n, r.get("Address", ""), src))
 print(f"{path}: {total / tokens:.0f} warp instructions per token")
 print("by opcode (per token): " + ", ".join(f"{k} {v / tokens:.0f}" for k, v in by_op.most_common(24)))
-for n, addr, src in sorted(hot, reverse=True)[:top]:
+for n, addr, src in (hot if top == 0 else sorted(hot, reverse=True)[:top]):
     print(f"  {n / tokens:7.2f} {addr} {src[:90]}")

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One GPU call (nvidia-h200), fifth session, issue 3: the routing kernels with the sigmoid's
+# reciprocal by its fast path (rcp_fast, checked on every y in [1, 2^126) by
+# tests/gpu/rcp_exhaustive.cu), renormalize without the division's slow path for zero numerators,
+# and bias-free weights read from the key (.carry/moejit) beside ac320da (.carry/moejit_old);
+# the [routing] tests first; every SASS line of DeepSeek-V3's and Qwen3's warp kernels (ncu).
+source "$(dirname "$0")/common.sh"
+echo "== rcp_exhaustive"
+nvcc -arch=sm_90a -I templates tests/gpu/rcp_exhaustive.cu -o /tmp/rcp_exhaustive && /tmp/rcp_exhaustive | tee $OUT/rcp_exhaustive.txt
+echo "== [routing] tests"
+timeout 240 $B/test_gpu "[routing]" > $OUT/tests.txt 2>&1; echo "exit $?"
+grep -E "FAILED|test cases|assertions|All tests" $OUT/tests.txt | head -6
+W=deepseek_v3_warp,kimi_k2_warp,kimi_k3_warp,qwen3_warp,glm45_warp
+K=kimi_k2_block,kimi_k3_block,deepseek_v3_block
+for round in 1 2 3; do
+  for v in old new; do
+    bin=$B/moejit; [ $v != new ] && bin=$B/moejit_$v
+    echo "### $v $round" >> $OUT/bench.txt
+    timeout 90 $bin bench bench/specs/routing.json --op $W --tokens 1,16,128,1024,4096,16384 >> $OUT/bench.txt 2>&1
+    timeout 60 $bin bench bench/specs/routing.json --op $K --tokens 1,16,128 >> $OUT/bench.txt 2>&1
+  done
+done
+src() {  # name op
+  timeout 150 ncu --section SourceCounters --kernel-name regex:routing_warp --launch-count 1 \
+    --page source --csv --print-source sass $B/moejit bench bench/specs/routing.json --op $2 --tokens 16384 --calls 1 --replays 1 > /tmp/$1.csv 2>&1
+  python3 bench/device/sass_summary.py /tmp/$1.csv 16384 0 > $OUT/$1_sass.txt
+  head -2 $OUT/$1_sass.txt
+}
+src dsw deepseek_v3_warp
+src qww qwen3_warp
+python3 bench/device/ab_table.py $OUT/bench.txt | tee $OUT/table.txt
