@@ -28,11 +28,13 @@ class StubBuilder {
   StubBuilder& real(std::string_view name, float value);
   StubBuilder& type(std::string_view name, DType dtype);
   /// Renders the stub: include, the Config struct, and one explicit instantiation of each kernel
-  /// (function templates taking Config and one argument struct `args_type`).
+  /// (function templates taking Config, then any template arguments the kernel's name gives,
+  /// and one argument struct `args_type`).
   std::string render(const std::vector<std::string>& kernels, std::string_view args_type) const;
   /// Renders with one argument type per kernel: {kernel, args_type} pairs.
   std::string render(const std::vector<std::pair<std::string, std::string>>& kernels) const;
-  /// The NVRTC name expression of `kernel<Config>`.
+  /// The NVRTC name expression of `kernel<Config>`; a kernel given as `name<X>` (further
+  /// template arguments) is `name<Config, X>`.
   static std::string name_expression(std::string_view kernel);
 
  private:

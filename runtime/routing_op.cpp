@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace moejit::detail {
@@ -46,10 +47,17 @@ class RoutingOp final : public Op {
     const auto t = spec->tiling();
     std::size_t index = 0;
     if (t.warp_slots > 0) {
-      auto warp = context.kernel(contract, index++);
-      warp->set_block({static_cast<unsigned>(32 * t.warps_per_block), 1, 1}, 0);
-      warp_ = std::move(warp);
+      // With vector loads: the kernel for aligned pointers, then the element-by-element one.
+      const int copies = t.warp_vec > 1 ? 2 : 1;
+      for (int i = 0; i < copies; ++i) {
+        auto warp = context.kernel(contract, index++);
+        warp->set_block({static_cast<unsigned>(32 * t.warps_per_block), 1, 1}, 0);
+        (i + 1 < copies ? warp_vectors_ : warp_) = std::move(warp);
+      }
       tokens_per_block_ = t.warps_per_block * (32 / t.lanes);
+      const auto vec = static_cast<std::size_t>(t.warp_vec);
+      logits_vector_bytes_ = vec * size_of(spec->logits_dtype);
+      bias_vector_bytes_ = spec->bias ? vec * size_of(*spec->bias) : 1;
     }
     if (t.block_warps > 0) {
       auto block = context.kernel(contract, index++);
@@ -71,14 +79,18 @@ class RoutingOp final : public Op {
     if (tokens <= crossover_) {
       block_->launch({static_cast<unsigned>(tokens), 1, 1}, args, stream, pdl_);
     } else {
-      warp_->launch({static_cast<unsigned>((tokens + tokens_per_block_ - 1) / tokens_per_block_), 1, 1}, args, stream, pdl_);
+      const bool vectors = warp_vectors_ && reinterpret_cast<std::uintptr_t>(args.logits) % logits_vector_bytes_ == 0 &&
+                           reinterpret_cast<std::uintptr_t>(args.bias) % bias_vector_bytes_ == 0;
+      (vectors ? warp_vectors_ : warp_)
+          ->launch({static_cast<unsigned>((tokens + tokens_per_block_ - 1) / tokens_per_block_), 1, 1}, args, stream, pdl_);
     }
   }
 
   const RoutingSpec& spec_;
   bool pdl_;  ///< programmatic dependent launch (Options::programmatic_launch)
-  std::shared_ptr<const Kernel> warp_, block_;
+  std::shared_ptr<const Kernel> warp_vectors_, warp_, block_;  ///< warp_: element-by-element loads
   std::int64_t tokens_per_block_ = 1;
+  std::size_t logits_vector_bytes_ = 1, bias_vector_bytes_ = 1;  ///< alignment warp_vectors_ needs
   std::int64_t crossover_ = 0;
 };
 

@@ -439,19 +439,19 @@ struct RoutingChecks {
 }  // namespace routing
 
 // ---- one token per kLanes lanes ------------------------------------------------------------
+/// How the warp kernel reads logits and bias: as vectors (pointers aligned for them) or one
+/// element at a time.
+enum class Loads { vectors, elements };
+
 // Layout: a token's experts are taken kVec at a time (one vector load each), vector j of lane
 // l holding experts (j * kLanes + l) * kVec + v: each load instruction of a warp reads one
 // contiguous stretch of the row. The bias has the same layout.
 template <class C>
 struct WarpLayout {
   static constexpr int kSlots = C::kWarpSlots;
-  __host__ __device__ static constexpr int vec(int max) {
-    for (int v = max; v > 1; v /= 2) {
-      if (kSlots % v == 0 && C::kE % v == 0) return v;
-    }
-    return 1;
-  }
-  static constexpr int kVec = vec(16 / static_cast<int>(sizeof(typename C::Logit)));
+  static constexpr int kVec = C::kWarpVec;  // compiler/ops/routing.cpp: 16 bytes, or less where slots and E need
+  static_assert(kVec >= 1 && kSlots % kVec == 0 && C::kE % kVec == 0 && kVec * sizeof(typename C::Logit) <= 16,
+                "a lane's slots and the row split into vectors");
   static constexpr int kVecs = kSlots / kVec;
   __host__ __device__ static constexpr int expert(int s, int lane) { return ((s / kVec) * C::kLanes + lane) * kVec + s % kVec; }
   /// Slot s lies past the last expert for some lane (only then is the bound checked at run time).
@@ -469,16 +469,20 @@ struct WarpLayout {
   // experts per lane) 56.1 us with four, 63.5 with five, 68.0 with six; Kimi-K2 (12) 22.2 with
   // three, 24.1 with four; DeepSeek-V3 (8) 21.6 with three, 22.8 with four; GLM-4.5 (5) and
   // Qwen3 (4) 14.0-14.2 and 13.6-13.7 with two or three (three: 0.1 us faster at T=1024).
+  // Again after the fifth session's changes (2026-11-29-e/loads-split): two instead of three
+  // slower for DeepSeek-V3 (T=16384 18.1 -> 19.5) and Qwen3 (11.5 -> 11.8); GLM-4.5 faster at
+  // T <= 128 (2.30 -> 2.10) but not at 16384 (12.0 -> 12.1).
   static constexpr int kCache = kSlots >= 16 ? 4 : (kSlots >= 4 ? 3 : 2);
 };
 
-/// Loads n = kSlots values of one row (or the bias) in the warp layout: vectors when the
-/// pointer is aligned for them, else one element at a time (same layout, same values).
-template <class C, class T, class L = WarpLayout<C>>
+/// Loads n = kSlots values of one row (or the bias) in the warp layout: as kVec-wide vectors
+/// (the launcher has checked that the pointers are aligned for them) or one element at a time
+/// (same layout, same values).
+template <class C, class T, Loads kLoads, class L = WarpLayout<C>>
 __device__ __forceinline__ void load_row(const void* p, long long row_base, int lane, float (&out)[L::kSlots]) {
   const T* base = static_cast<const T*>(p) + row_base;
   constexpr int kV = L::kVec;
-  if (kV > 1 && reinterpret_cast<unsigned long long>(p) % (sizeof(T) * kV) == 0) {
+  if constexpr (kLoads == Loads::vectors) {
 #pragma unroll
     for (int j = 0; j < L::kVecs; ++j) {
       const int e = L::expert(j * kV, lane);
@@ -501,8 +505,14 @@ __device__ __forceinline__ void load_row(const void* p, long long row_base, int 
   }
 }
 
-template <class C>
-__global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(RoutingArgs a) {
+/// One token per kLanes lanes; kLoads: how logits and bias are read. Compiled once for each
+/// when the contract's tiling has vector loads: before, one kernel tested the pointers and ptxas
+/// issued both kinds of loads (the untaken predicated) on every call, ~20 instructions per token
+/// and 0.3 us at T=1 (DeepSeek-V3: 2.62 -> 2.33, bench/results/2026-11-29-e/loads-split). The
+/// element-by-element kernel beside a vector one (the rare one) asks for one resident block only:
+/// with ptxas's own register target its larger live set spilled (Kimi-K3-sized, sm_90a).
+template <class C, Loads kLoads>
+__global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::elements && C::kWarpVec > 1 ? 1 : 0) routing_warp_kernel(RoutingArgs a) {
   dependent_launch_prologue();
   using namespace routing;
   using L = WarpLayout<C>;
@@ -525,9 +535,9 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32) routing_warp_kernel(Ro
 
   // Logits and bias are loaded together, so both round trips to memory overlap.
   float x[kSlots], b[kSlots];
-  load_row<C, typename C::Logit>(a.logits, row * C::kE, lane, x);
+  load_row<C, typename C::Logit, kLoads>(a.logits, row * C::kE, lane, x);
   if constexpr (C::kHasBias) {
-    load_row<C, typename C::Bias>(a.bias, 0, lane, b);
+    load_row<C, typename C::Bias, kLoads>(a.bias, 0, lane, b);
   } else {
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) b[s] = 0.0f;

@@ -121,6 +121,13 @@ RoutingSpec::Tiling RoutingSpec::tiling() const noexcept {
   t.lanes = grouped() || e >= 64 ? 32 : std::clamp(static_cast<int>(std::bit_floor(static_cast<unsigned>(std::max(1, e / 2)))), 1, 32);
   const int slots = ceil_div(e, t.lanes);
   t.warp_slots = slots <= 32 ? slots : 0;
+  // 16-byte loads where a lane's slots and the row split into them (else 8, 4, 2 bytes).
+  for (int v = 16 / static_cast<int>(size_of(logits_dtype)); v > 1 && t.warp_slots > 0; v /= 2) {
+    if (t.warp_slots % v == 0 && e % v == 0) {
+      t.warp_vec = v;
+      break;
+    }
+  }
   t.group_slots = grouped() ? ceil_div(n_group, 32) : 1;
   const bool rank_tree = e <= kRankTreeMaxExperts && topk <= kRankTreeMaxK && (!grouped() || n_group <= 32);
   if (grouped() && !rank_tree) return t;  // grouped: the warp kernel only
@@ -176,6 +183,7 @@ std::vector<Contract> RoutingSpec::contracts(std::string_view arch) const {
       .set("ids_dtype", std::string(spec_name(ids_dtype)))
       .set("lanes", std::to_string(t.lanes))
       .set("warp_slots", std::to_string(t.warp_slots))
+      .set("warp_vec", std::to_string(t.warp_vec))
       .set("warps_per_block", std::to_string(t.warps_per_block))
       .set("group_slots", std::to_string(t.group_slots))
       .set("block_warps", std::to_string(t.block_warps))
@@ -199,13 +207,21 @@ std::vector<Contract> RoutingSpec::contracts(std::string_view arch) const {
       .type("Bias", bias.value_or(DType::f32))
       .constant("int", "kLanes", std::to_string(t.lanes))
       .constant("int", "kWarpSlots", std::to_string(t.warp_slots))
+      .constant("int", "kWarpVec", std::to_string(t.warp_vec))
       .constant("int", "kWarpsPerBlock", std::to_string(t.warps_per_block))
       .constant("int", "kGroupSlots", std::to_string(t.group_slots))
       .constant("int", "kBlockWarps", std::to_string(std::max(1, t.block_warps)))
       .constant("int", "kBlockSlots", std::to_string(std::max(1, t.block_slots)))
       .constant("int", "kBlockChunks", std::to_string(std::max(1, t.block_chunks)));
   std::vector<std::string> kernels;
-  if (t.warp_slots > 0) kernels.push_back("moejit::routing_warp_kernel");
+  // The warp kernel twice when it loads vectors: one copy for pointers aligned for them, one
+  // that reads element by element (the launcher picks by the pointers).
+  if (t.warp_slots > 0 && t.warp_vec > 1) {
+    kernels.push_back("moejit::routing_warp_kernel<moejit::Loads::vectors>");
+    kernels.push_back("moejit::routing_warp_kernel<moejit::Loads::elements>");
+  } else if (t.warp_slots > 0) {
+    kernels.push_back("moejit::routing_warp_kernel<moejit::Loads::elements>");
+  }
   if (t.block_warps > 0) kernels.push_back("moejit::routing_block_kernel");
   c.source = stub.render(kernels, "moejit::RoutingArgs");
   for (const auto& k : kernels) c.kernels.push_back(detail::StubBuilder::name_expression(k));

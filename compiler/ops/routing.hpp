@@ -53,6 +53,7 @@ struct RoutingSpec final : OpSpec {
   struct Tiling {
     int lanes = 32;           ///< warp kernel: lanes per token
     int warp_slots = 0;       ///< warp kernel: experts per lane (0: no warp kernel)
+    int warp_vec = 1;         ///< warp kernel: experts per vector load (logits and bias)
     int warps_per_block = 4;  ///< warp kernel
     int group_slots = 1;      ///< groups per lane in the grouped selection
     int block_warps = 0;      ///< block kernel: warps per token (0: no block kernel)

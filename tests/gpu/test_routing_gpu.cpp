@@ -172,7 +172,8 @@ TEST_CASE("every model's router matches the reference up to 16384 tokens", "[gpu
 
 TEST_CASE("the warp kernel reads logits and bias through pointers not aligned for its vector loads", "[gpu][routing]") {
   // Callers may pass views into larger tensors: inputs one element past a 16-byte boundary
-  // take the element-by-element loads and give the same bits as aligned inputs.
+  // take the warp kernel compiled for element-by-element loads (the launcher checks the
+  // pointers) and give the same bits as aligned inputs.
   const auto ops = test::warm({
       R"({"op": "routing", "num_experts": 256, "topk": 8, "scoring": "sigmoid", "bias": "fp32", "renormalize": true, "single_group_kernel": "warp"})",
       R"({"op": "routing", "num_experts": 384, "topk": 8, "scoring": "sigmoid", "bias": "bf16", "logits_dtype": "bf16", "renormalize": true, "single_group_kernel": "warp"})",

@@ -9,6 +9,7 @@
 #include "compiler/nvrtc.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -73,6 +74,23 @@ TEST_CASE("the generated stub is named constants plus one instantiation", "[cont
   CHECK(instantiations == 1);
   REQUIRE(c.kernels.size() == 1);
   CHECK(c.kernels[0] == "moejit::activation_kernel<moejit_generated::Config>");
+}
+
+TEST_CASE("a routing contract with vector loads instantiates the warp kernel for aligned and unaligned inputs", "[contract][routing]") {
+  const auto spec = parse_spec(R"({"op": "routing", "num_experts": 256, "topk": 8, "scoring": "sigmoid", "bias": "fp32"})", "t.json");
+  const auto c = spec.ops[0]->contracts("sm_90a").front();
+  REQUIRE(c.kernels.size() == 3);
+  CHECK(c.kernels[0] == "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::vectors>");
+  CHECK(c.kernels[1] == "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::elements>");
+  CHECK(c.kernels[2] == "moejit::routing_block_kernel<moejit_generated::Config>");
+  for (const auto& k : c.kernels) {
+    CHECK(c.source.find(fmt::format("template __global__ void {}(moejit::RoutingArgs);", k)) != std::string::npos);
+  }
+  // No vectors (160 experts: 5 per lane): the element-by-element kernel alone.
+  const auto odd = parse_spec(R"({"op": "routing", "num_experts": 160, "topk": 8, "scoring": "sigmoid"})", "t.json");
+  const auto c2 = odd.ops[0]->contracts("sm_90a").front();
+  REQUIRE(c2.kernels.size() == 2);
+  CHECK(c2.kernels[0] == "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::elements>");
 }
 
 TEST_CASE("float spellings are exact", "[contract]") {

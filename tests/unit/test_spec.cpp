@@ -213,6 +213,30 @@ TEST_CASE("routing tiling: exact sizes, at most a warp of idle threads", "[spec]
   }
 }
 
+TEST_CASE("routing tiling: the warp kernel's vector width divides a lane's slots and the row", "[spec][routing]") {
+  auto tiling = [](int e, const char* dtype) {
+    const auto spec = parse_spec(
+        fmt::format(R"({{"op": "routing", "num_experts": {}, "topk": 1, "scoring": "sigmoid", "logits_dtype": "{}"}})", e, dtype), "t.json");
+    return dynamic_cast<const RoutingSpec&>(*spec.ops[0]).tiling();
+  };
+  CHECK(tiling(256, "fp32").warp_vec == 4);  // 8 slots: two 16-byte loads
+  CHECK(tiling(896, "fp32").warp_vec == 4);  // 28 slots
+  CHECK(tiling(896, "bf16").warp_vec == 4);  // 28 slots: 8-byte loads, not 16
+  CHECK(tiling(384, "bf16").warp_vec == 4);  // 12 slots
+  CHECK(tiling(256, "bf16").warp_vec == 8);
+  CHECK(tiling(160, "fp32").warp_vec == 1);  // 5 slots
+  CHECK(tiling(513, "fp32").warp_vec == 1);  // odd row
+  for (int e : {1, 8, 33, 64, 160, 288, 513, 1024}) {
+    for (const char* dtype : {"fp32", "bf16"}) {
+      const auto t = tiling(e, dtype);
+      INFO("E=" << e << " " << dtype);
+      if (t.warp_slots == 0) continue;
+      CHECK(t.warp_slots % t.warp_vec == 0);
+      CHECK(e % t.warp_vec == 0);
+    }
+  }
+}
+
 TEST_CASE("grouped routing tiling: a block kernel only where the rank tree serves it", "[spec][routing]") {
   auto tiling = [](int e, int k, int g, int tg) {
     const auto spec = parse_spec(fmt::format(R"({{"op": "routing", "num_experts": {}, "topk": {}, "n_group": {}, "topk_group": {}, "scoring": "sigmoid"}})",
