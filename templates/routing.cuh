@@ -471,7 +471,9 @@ struct WarpLayout {
   // Qwen3 (4) 14.0-14.2 and 13.6-13.7 with two or three (three: 0.1 us faster at T=1024).
   // Again after the fifth session's changes (2026-11-29-e/loads-split): two instead of three
   // slower for DeepSeek-V3 (T=16384 18.1 -> 19.5) and Qwen3 (11.5 -> 11.8); GLM-4.5 faster at
-  // T <= 128 (2.30 -> 2.10) but not at 16384 (12.0 -> 12.1).
+  // T <= 128 (2.30 -> 2.10) but not at 16384 (12.0 -> 12.1). Kimi-K3 (2026-11-29-e/k3-cache-ds-regs-rejected):
+  // five or six remove the rescans that make T=64..128 slower than T=16 (4.5-4.6 us -> 4.0 with
+  // six) but cost T=1 (3.73 -> 3.90) and T=16384 (44.9 -> 49.7 with five, 56.0 with six).
   static constexpr int kCache = kSlots >= 16 ? 4 : (kSlots >= 4 ? 3 : 2);
 };
 
