@@ -271,7 +271,15 @@ __device__ __forceinline__ void exchange_split(u32& hi_i, u32& x_i, u32& hi_j, u
 /// One selection round of select_topk_split: the largest upper half over the lanes, the lowest
 /// expert among the lanes that hold it, recorded by the lane of rank k; the lane that held the
 /// winner pops it and, when its cache is used up, rescans its keys below the winner.
-template <int kLanes, int kSlots, int kK, int kCache, class HiOf, class ExpertOf>
+/// What a rescan refills: the next key only, or the cache's kCache keys. H200, one run beside
+/// each other (bench/results/2026-11-29-e/refill-one): one key is faster for Kimi-K3 (28 slots a
+/// lane; T=4/64/128 4.46/4.50/4.62 -> 3.92/3.97/4.18 us, T=16384 45.0 -> 44.3), GLM-4.5 (5; T=1
+/// 2.29 -> 2.07, T=128 2.50 -> 2.21) and Qwen3 (4; within 0.1 us, 16384 11.47 -> 11.34), slower
+/// for DeepSeek-V3 (8; T=1 2.25 -> 2.63, 16384 17.9 -> 18.8) and Kimi-K2 (12; T=1 2.23 -> 2.46).
+template <int kSlots>
+constexpr bool kRefillOneFor = kSlots >= 16 || kSlots <= 5;
+
+template <int kLanes, int kSlots, int kK, int kCache, class HiOf, class ExpertOf, bool kRefillOne = kRefillOneFor<kSlots>>
 __device__ __forceinline__ void selection_round(int k, const HiOf& hi, const ExpertOf& expert, int lane,
                                                 u32 (&ch)[kCache], u32 (&cx)[kCache],
                                                 u32 (&sel_hi)[kRanksOf<kLanes, kK>], u32 (&sel_x)[kRanksOf<kLanes, kK>]) {
@@ -296,11 +304,27 @@ __device__ __forceinline__ void selection_round(int k, const HiOf& hi, const Exp
   ch[kCache - 1] = won ? 0u : ch[kCache - 1];
   cx[kCache - 1] = won ? kNoExpert : cx[kCache - 1];
   if (won && cx[0] == kNoExpert) {
+    if constexpr (kRefillOne) {
+      // The next key below the winner only: one max pass over the slots (~7 instructions a slot
+      // instead of a kCache insertion's ~21 for Kimi-K3); a lane that wins again rescans again.
+      // Slots rise in expert order, so of equal upper halves the first one stays.
+      u32 bh = 0, bx = kNoExpert;
 #pragma unroll
-    for (int s = 0; s < kSlots; ++s) {
-      const u32 h = hi(s), e = expert(s);
-      const bool below = h < m || (h == m && e > x);
-      insert_top_split(ch, cx, below ? h : 0u, below ? e : kNoExpert);  // (0, none) changes nothing
+      for (int s = 0; s < kSlots; ++s) {
+        const u32 h = hi(s), e = expert(s);
+        const bool better = (h < m || (h == m && e > x)) && h > bh;
+        bh = better ? h : bh;
+        bx = better ? e : bx;
+      }
+      ch[0] = bh;
+      cx[0] = bx;
+    } else {
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) {
+        const u32 h = hi(s), e = expert(s);
+        const bool below = h < m || (h == m && e > x);
+        insert_top_split(ch, cx, below ? h : 0u, below ? e : kNoExpert);  // (0, none) changes nothing
+      }
     }
   }
 }
