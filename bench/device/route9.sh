@@ -18,13 +18,7 @@ for round in 1 2 3; do
     timeout 60 $bin bench bench/specs/routing.json --op $K --tokens 1,16,128 >> $OUT/bench.txt 2>&1
   done
 done
-src() {  # name op
-  timeout 150 ncu --section SourceCounters --kernel-name regex:routing_warp --launch-count 1 \
-    --page source --csv --print-source sass $B/moejit bench bench/specs/routing.json --op $2 --tokens 16384 --calls 1 --replays 1 > /tmp/$1.csv 2>&1
-  python3 bench/device/sass_summary.py /tmp/$1.csv 16384 0 > $OUT/$1_sass.txt
-  head -2 $OUT/$1_sass.txt
-}
-src dsw deepseek_v3_warp
-src qww qwen3_warp
-src glw glm45_warp
+ncu_sass dsw deepseek_v3_warp
+ncu_sass qww qwen3_warp
+ncu_sass glw glm45_warp
 python3 bench/device/ab_table.py $OUT/bench.txt | tee $OUT/table.txt
