@@ -15,3 +15,32 @@ ncu_sass() {
   python3 bench/device/sass_summary.py /tmp/$1.csv 16384 0 > $OUT/$1_sass.txt
   head -2 $OUT/$1_sass.txt
 }
+# routing_tests [ENV=VALUE...]: the [routing] GPU tests ($OUT/tests.txt), their exit code and summary.
+routing_tests() {
+  echo "== [routing] tests $*"
+  env "$@" timeout 240 $B/test_gpu "[routing]" > $OUT/tests.txt 2>&1; echo "exit $?"
+  grep -E "FAILED|test cases|assertions|All tests" $OUT/tests.txt | head -6
+}
+# ab_old_new OPS TOKENS [OPS TOKENS ...]: three rounds of `moejit bench` of each OPS at its
+# TOKENS with $B/moejit_old and $B/moejit in turn, as `### VARIANT ROUND` sections of
+# $OUT/bench.txt (ab_table.py reads them).
+ab_old_new() {
+  for round in 1 2 3; do
+    for v in old new; do
+      local bin=$B/moejit; [ $v != new ] && bin=$B/moejit_$v
+      echo "### $v $round" >> $OUT/bench.txt
+      local args=("$@")
+      for ((i = 0; i < ${#args[@]}; i += 2)); do
+        timeout 90 $bin bench bench/specs/routing.json --op ${args[i]} --tokens ${args[i+1]} >> $OUT/bench.txt 2>&1
+      done
+    done
+  done
+}
+# routing_beside_torch: bench/routing_torch.py with $B/moejit (the table beside torch eager and
+# torch.compile, and the block/warp crossover) into $OUT/routing.{txt,json}, $OUT/crossover.json.
+routing_beside_torch() {
+  echo "== routing beside torch"
+  timeout 240 python3 bench/routing_torch.py --moejit $B/moejit --json $OUT/routing.json --crossover $OUT/crossover.json 2>&1 |
+    grep -v -E "^\\$|warn|Online softmax|split the|important use|softmax\.$|^$|UserWarning" > $OUT/routing.txt
+  tail -40 $OUT/routing.txt
+}

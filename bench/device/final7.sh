@@ -12,5 +12,4 @@ timeout 300 $B/test_gpu > $OUT/test_gpu.txt 2>&1; echo "test_gpu exit $?"
 grep -E "FAILED|signal|test cases|assertions|All tests" $OUT/test_gpu.txt | head -12
 echo "== moejit run vs --reference"
 timeout 60 python3 tests/gpu/run_npy.py --moejit $B/moejit 2>&1 | tail -2
-echo "== routing beside torch"
-timeout 240 python3 bench/routing_torch.py --moejit $B/moejit --json $OUT/routing.json --crossover $OUT/crossover.json 2>&1 | grep -v -E "^\\$|warn|Online softmax|split the|important use|softmax\.$|^$|UserWarning" > $OUT/routing.txt; tail -40 $OUT/routing.txt
+routing_beside_torch

@@ -5,9 +5,7 @@
 # per lane for DeepSeek-V3, GLM-4.5 and Qwen3 (temporary knob MOEJIT_X_CACHE=2); [routing] tests
 # first.
 source "$(dirname "$0")/common.sh"
-echo "== [routing] tests"
-timeout 240 $B/test_gpu "[routing]" > $OUT/tests.txt 2>&1; echo "exit $?"
-grep -E "FAILED|test cases|assertions|All tests" $OUT/tests.txt | head -6
+routing_tests
 W=deepseek_v3_warp,kimi_k2_warp,kimi_k3_warp,qwen3_warp,glm45_warp
 S=deepseek_v3_warp,qwen3_warp,glm45_warp
 T=1,16,128,1024,4096,16384

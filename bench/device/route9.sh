@@ -5,19 +5,10 @@
 # numerators, bias-free weights read from the key (.carry/moejit) beside ac320da (.carry/moejit_old);
 # the [routing] tests first; every SASS line of DeepSeek-V3's and Qwen3's warp kernels (ncu).
 source "$(dirname "$0")/common.sh"
-echo "== [routing] tests"
-timeout 240 $B/test_gpu "[routing]" > $OUT/tests.txt 2>&1; echo "exit $?"
-grep -E "FAILED|test cases|assertions|All tests" $OUT/tests.txt | head -6
+routing_tests
 W=deepseek_v3_warp,kimi_k2_warp,kimi_k3_warp,qwen3_warp,glm45_warp
 K=kimi_k2_block,kimi_k3_block,deepseek_v3_block
-for round in 1 2 3; do
-  for v in old new; do
-    bin=$B/moejit; [ $v != new ] && bin=$B/moejit_$v
-    echo "### $v $round" >> $OUT/bench.txt
-    timeout 90 $bin bench bench/specs/routing.json --op $W --tokens 1,16,128,1024,4096,16384 >> $OUT/bench.txt 2>&1
-    timeout 60 $bin bench bench/specs/routing.json --op $K --tokens 1,16,128 >> $OUT/bench.txt 2>&1
-  done
-done
+ab_old_new $W 1,16,128,1024,4096,16384 $K 1,16,128
 ncu_sass dsw deepseek_v3_warp
 ncu_sass qww qwen3_warp
 ncu_sass glw glm45_warp
