@@ -37,7 +37,9 @@ __device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b);
 __device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
 // NOTE: __frcp_rn(y) and __fdiv_rn(1.0f, y) are both 1/y correctly rounded (the same bits); the
 // reciprocal is the shorter instruction sequence.
-__device__ __forceinline__ float sigmoid(float x) { return __frcp_rn(add(1.0f, expf(-x))); }
+/// 1 + exp(-x), the sigmoid's denominator (>= 1, or NaN).
+__device__ __forceinline__ float sigmoid_denominator(float x) { return add(1.0f, expf(-x)); }
+__device__ __forceinline__ float sigmoid(float x) { return __frcp_rn(sigmoid_denominator(x)); }
 
 /// 1/y correctly rounded for 1 <= y < 2^126 (the bits of __frcp_rn(y): tests/gpu/division_exhaustive.cu
 /// checks every such y) by the reciprocal's fast path alone, without its range check and the

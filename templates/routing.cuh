@@ -603,7 +603,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
     u32 y_max = 0;  // y >= 1 or NaN: as bits, NaN and y >= 2^126 are the largest
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
-      const float y = add(1.0f, expf(-x[s]));
+      const float y = sigmoid_denominator(x[s]);
       y_max = umax(y_max, __float_as_uint(y));
       hi[s] = key_hi_of_score<C>(x[s], rcp_fast(y), b[s]);
     }
@@ -613,7 +613,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
         if (!in_range(s)) continue;
         const int e = L::expert(s, lane);
         const float xs = load_float<typename C::Logit>(a.logits, row * C::kE + e);
-        const float y = add(1.0f, expf(-xs));
+        const float y = sigmoid_denominator(xs);
         if (!rcp_fast_ok(y)) {
           hi[s] = key_hi_of_score<C>(xs, __frcp_rn(y), C::kHasBias ? load_float<typename C::Bias>(a.bias, e) : 0.0f);
         }
