@@ -16,7 +16,8 @@ namespace {
 // elements per SM and thread of a block: there per-thread latency, not bytes, sets the time. At
 // 6 (202752 elements on the H200) T = 16 at d = 7168 and T = 64 at d <= 3072 go scalar (15-20%
 // faster than 8-element vectors), T = 128 at d = 2048 stays vectorized (scalar was 8% slower);
-// bench/README.md, 2026-11-29.
+// bench/README.md, 2026-11-29. Small vectors (2 or 4 elements a thread) and blocks of 64, 128,
+// 512 or 1024 threads instead were slower at T <= 16 (bench/results/2026-12-01).
 constexpr std::int64_t kScalarFill = 6;
 
 class ActivationOp final : public Op {
@@ -51,8 +52,10 @@ class ActivationOp final : public Op {
     // kUnroll chunks per thread where that still fills the GPU twice, else one chunk per thread.
     const std::int64_t unrolled = (chunks + threads * unroll - 1) / (threads * unroll);
     const std::int64_t single = (chunks + threads - 1) / threads;
+    // 32-bit element offsets where they all fit (the largest is below rows * 2d).
+    const bool narrow = rows * 2 * spec_.d < (std::int64_t{1} << 31);
     ActivationArgs args{in.ptr, out.ptr, masked ? static_cast<const int*>(buffers[1].ptr) : nullptr, tokens,
-                        vectorized ? 1 : 0, 0};
+                        vectorized ? 1 : 0, narrow ? 1 : 0};
     Dim3 grid;
     if (masked) {
       // Grid-stride over each expert's rows, whatever the (device-side) counts turn out to be:

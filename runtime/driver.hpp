@@ -19,7 +19,7 @@ namespace moejit::detail {
   X(cuCtxEnablePeerAccess)                                          \
   X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuKernelSetAttribute)      \
   X(cuLaunchKernelEx) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)             \
-  X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD16Async) \
+  X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)            \
   X(cuStreamWaitEvent) X(cuStreamBeginCapture) X(cuStreamEndCapture)  \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)             \

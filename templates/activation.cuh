@@ -11,7 +11,8 @@
 // chunks serially on a few (per-call latency), and large T gets kUnroll chunks per thread
 // (bytes in flight). All loads of a thread are issued before the first use. A run-time flag
 // selects the scalar path: for pointers not aligned for vectors (offset views), and for outputs
-// so small that one element per thread does not fill the GPU twice.
+// so small that one element per thread does not fill the GPU twice; another selects 32-bit
+// element offsets when every offset of the call fits (all but inputs of 2^31 elements or more).
 // Masked layout: one grid row (blockIdx.y) per expert, striding over the rows its count says.
 //
 // Config (generated): kKind, kMasked, kD, kNumExperts, kInterleaved, kBeta, kInvBeta,
@@ -105,26 +106,29 @@ __device__ __forceinline__ void activate_chunk(const Vec<typename C::In, kV>& g,
 }
 
 /// Processes chunks first, first + step, ... of `rows` rows of 2d inputs and d outputs;
-/// row_of(r) is row r's index in the input and output arrays (called with rising r).
-template <class C, int kV, class RowOf>
+/// row_of(r) is row r's index in the input and output arrays (called with rising r). Index is
+/// the type of every element offset: unsigned when they all fit in 32 bits (the launcher's
+/// `narrow`), where the row of a chunk is a 32-bit division by a constant (2 instructions; the
+/// 64-bit one is ~20, a fifth of a scalar SituGLU element).
+template <class C, int kV, class Index, class RowOf>
 __device__ __forceinline__ void activation_rows(const typename C::In* __restrict__ in,
-                                                typename C::Out* __restrict__ out, long long rows,
-                                                long long first, long long step, RowOf&& row_of) {
+                                                typename C::Out* __restrict__ out, Index rows, Index first,
+                                                Index step, RowOf&& row_of) {
   using In = typename C::In;
   using Out = typename C::Out;
-  constexpr long long kChunksPerRow = C::kD / kV;
-  const long long total = rows * kChunksPerRow;
-  for (long long base = first; base < total; base += step * C::kUnroll) {
+  constexpr Index kChunksPerRow = C::kD / kV;
+  const Index total = rows * kChunksPerRow;
+  for (Index base = first; base < total; base += step * C::kUnroll) {
     Vec<In, kV> g[C::kUnroll], u[C::kUnroll];
-    long long at[C::kUnroll];  // the chunk's first output element
+    Index at[C::kUnroll];  // the chunk's first output element
     // Load: every load of this thread in flight before the first use.
 #pragma unroll
     for (int k = 0; k < C::kUnroll; ++k) {
-      const long long c = base + k * step;
+      const Index c = base + k * step;
       if (c >= total) break;
-      const long long r = c / kChunksPerRow;
-      const long long row = row_of(r);
-      const long long col = (c - r * kChunksPerRow) * kV;
+      const Index r = c / kChunksPerRow;
+      const Index row = row_of(r);
+      const Index col = (c - r * kChunksPerRow) * kV;
       at[k] = row * C::kD + col;
       const In* src = in + row * (2 * C::kD);
       if constexpr (C::kInterleaved && kV == 1) {
@@ -157,23 +161,34 @@ __device__ __forceinline__ void activation_rows(const typename C::In* __restrict
   }
 }
 
-template <class C, int kV>
+template <class C, int kV, class Index>
 __device__ __forceinline__ void activation_body(const ActivationArgs& args) {
   using In = typename C::In;
   using Out = typename C::Out;
-  const long long first = static_cast<long long>(blockIdx.x) * C::kThreads + threadIdx.x;
-  const long long step = static_cast<long long>(gridDim.x) * C::kThreads;
+  const Index first = static_cast<Index>(blockIdx.x) * C::kThreads + threadIdx.x;
+  const Index step = static_cast<Index>(gridDim.x) * C::kThreads;
   const In* in = static_cast<const In*>(args.in);
   Out* out = static_cast<Out*>(args.out);
+  const Index tokens = static_cast<Index>(args.tokens);
   if constexpr (C::kMasked) {
     // One grid row per expert, striding over its rows.
-    const long long e = blockIdx.y;
-    long long rows = args.expert_num_tokens[e];
-    rows = rows < 0 ? 0 : (rows > args.tokens ? args.tokens : rows);
-    const long long offset = e * args.tokens;
-    activation_rows<C, kV>(in, out, rows, first, step, [&](long long r) { return offset + r; });
+    const Index e = blockIdx.y;
+    const long long count = args.expert_num_tokens[e];
+    const Index rows = static_cast<Index>(count < 0 ? 0 : (count > args.tokens ? args.tokens : count));
+    const Index offset = e * tokens;
+    activation_rows<C, kV, Index>(in, out, rows, first, step, [&](Index r) { return offset + r; });
   } else {
-    activation_rows<C, kV>(in, out, args.tokens, first, step, [](long long r) { return r; });
+    activation_rows<C, kV, Index>(in, out, tokens, first, step, [](Index r) { return r; });
+  }
+}
+
+/// The body for the launcher's flags: vectors or scalars, 32- or 64-bit element offsets.
+template <class C, int kV>
+__device__ __forceinline__ void activation_body_of(const ActivationArgs& args) {
+  if (args.narrow) {
+    activation_body<C, kV, unsigned>(args);
+  } else {
+    activation_body<C, kV, long long>(args);
   }
 }
 
@@ -182,9 +197,9 @@ __global__ void __launch_bounds__(C::kThreads) activation_kernel(ActivationArgs 
   static_assert(ActivationChecks<C>::ok);
   dependent_launch_prologue();
   if (args.vectorized) {
-    activation_body<C, C::kVec>(args);
+    activation_body_of<C, C::kVec>(args);
   } else {
-    activation_body<C, 1>(args);
+    activation_body_of<C, 1>(args);
   }
 }
 

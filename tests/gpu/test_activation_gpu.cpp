@@ -101,6 +101,52 @@ TEST_CASE("unaligned views take the scalar path and still match", "[gpu][activat
   CHECK(failures.empty());
 }
 
+TEST_CASE("inputs of 2^31 elements and more take 64-bit offsets, vector and scalar paths", "[gpu][activation]") {
+  // silu, d = 2, bf16: 2^29 + 3 rows of [g0, g1, u0, u1] are 2^31 + 12 input elements (4 GiB),
+  // past what the 32-bit offsets of smaller calls hold. Rows repeat a two-value pattern (an
+  // aligned view: the vector path) or one value (a view one element in: the scalar path); every
+  // output element must be the reference's for its column, none left poisoned.
+  const auto ops = test::warm({R"({"op": "activation", "kind": "silu", "d": 2})"});
+  auto& ctx = gpu_context();
+  const auto op = ctx.load(ops[0]);
+  const auto& harness = reference::harness_for("activation");
+  const std::int64_t tokens = (std::int64_t{1} << 29) + 3;
+  const std::size_t in_bytes = static_cast<std::size_t>(tokens) * 4 * 2, out_bytes = static_cast<std::size_t>(tokens) * 2 * 2;
+  const std::uint16_t a = 0x3fc0, b = 0xc040;  // bf16 1.5 and -3.0
+  for (const bool aligned : {true, false}) {
+    // The reference for one row of this pattern.
+    auto row = reference::make_tensors(*ops[0], 1);
+    auto* x = row[0].as<std::uint16_t>();
+    x[0] = x[2] = a;
+    x[1] = x[3] = aligned ? b : a;
+    harness.run(*ops[0], row, 1);
+    const std::uint16_t want0 = row[1].as<std::uint16_t>()[0], want1 = row[1].as<std::uint16_t>()[1];
+
+    detail::DeviceBuffer in(ctx.driver(), in_bytes + 16), out(ctx.driver(), out_bytes + 16);
+    const std::size_t shift = aligned ? 0 : 2;
+    const auto in_at = in.address() + shift, out_at = out.address() + shift;
+    detail::Stream stream(ctx.driver());
+    if (aligned) {
+      MOEJIT_CU(ctx.driver(), cuMemsetD32Async(in_at, static_cast<unsigned>(a) | static_cast<unsigned>(b) << 16, in_bytes / 4,
+                                               stream.get()));
+    } else {
+      MOEJIT_CU(ctx.driver(), cuMemsetD16Async(in_at, a, in_bytes / 2, stream.get()));
+    }
+    MOEJIT_CU(ctx.driver(), cuMemsetD8Async(out.address(), 0xEE, out_bytes + 16, stream.get()));
+    const Buffer bufs[] = {{reinterpret_cast<void*>(in_at), in_bytes}, {reinterpret_cast<void*>(out_at), out_bytes}};
+    op->launch(bufs, tokens, stream.get());
+    stream.synchronize();
+    std::vector<std::uint16_t> got(out_bytes / 2);
+    MOEJIT_CU(ctx.driver(), cuMemcpyDtoH(got.data(), out_at, out_bytes));
+    std::size_t bad = 0, first_bad = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != (i % 2 ? want1 : want0) && bad++ == 0) first_bad = i;
+    }
+    INFO((aligned ? "vector path" : "scalar path") << ": " << bad << " wrong outputs, the first at " << first_bad);
+    CHECK(bad == 0);
+  }
+}
+
 TEST_CASE("launches replay inside a CUDA graph, see in-place input changes, and allocate nothing", "[gpu][activation]") {
   const auto ops = test::warm({R"({"op": "activation", "kind": "silu", "d": 2048, "layout": "masked", "num_experts": 4})"});
   auto& ctx = gpu_context();
