@@ -150,7 +150,7 @@ std::string RoutingHarness::variant_name(int variant) const {
   switch (variant) {
     case 0: return "normal";
     case 1: return "equal and tied logits";
-    default: return "NaN, +-inf and all-invalid rows";
+    default: return "NaN, +-inf, far-apart and all-invalid rows";
   }
 }
 
@@ -178,6 +178,7 @@ void RoutingHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tenso
         const int p = pick(rng);
         if (pattern == 0) v = p < 50 ? std::nanf("") : (p < 75 ? kInf : -kInf);  // no finite logit
         else if (pattern == 1) v = e < static_cast<std::size_t>(op.topk - 1) ? v : std::nanf("");  // K - 1 finite
+        else if (pattern == 2 && p < 40) v -= 70.0f + 2.0f * static_cast<float>(p);  // softmax exp at 2^-100 and far below, 0 included; sigmoid 1 + exp(-x) = inf
         else if (p < 8) v = std::nanf("");
         else if (p < 12) v = kInf;
         else if (p < 16) v = -kInf;

@@ -41,7 +41,7 @@ __device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b);
 __device__ __forceinline__ float sigmoid_denominator(float x) { return add(1.0f, expf(-x)); }
 __device__ __forceinline__ float sigmoid(float x) { return __frcp_rn(sigmoid_denominator(x)); }
 
-/// 1/y correctly rounded for 1 <= y < 2^126 (the bits of __frcp_rn(y): tests/gpu/division_exhaustive.cu
+/// 1/y correctly rounded for 1 <= y < 2^126 (the bits of __frcp_rn(y): tests/gpu/rcp_exhaustive.cu
 /// checks every such y) by the reciprocal's fast path alone, without its range check and the
 /// branch to its slow path. Wrong elsewhere (inf, NaN, results below the normal range): callers
 /// test rcp_fast_ok(y) and redo those y with __frcp_rn, off the common path.
@@ -51,6 +51,22 @@ __device__ __forceinline__ float rcp_fast(float y) {
   return __fmaf_rn(__fmaf_rn(-y, r, 1.0f), r, r);
 }
 __device__ __forceinline__ bool rcp_fast_ok(float y) { return y >= 1.0f && y < 0x1p126f; }
+
+/// a / b correctly rounded (the bits of __fdiv_rn(a, b)) from y = __frcp_rn(b), for a divisor
+/// shared by many quotients: one product and Markstein's correction (with y the correctly
+/// rounded 1/b and q a faithful quotient, q + (a - b q) y rounds to a / b; the residual is exact
+/// by FMA). Three instructions where __fdiv_rn takes ten and a range check. Valid for a = 0 and
+/// 2^-100 <= |a| <= 2^100 with 1 <= b <= 2^24 (no quotient or residual leaves the normal range);
+/// callers redo other a with __fdiv_rn. tests/gpu/div_rcp_sweep.cu compares it with __fdiv_rn
+/// on every significand of a against 2^16 and more significands of b, and on random pairs.
+__device__ __forceinline__ float div_by_rcp(float a, float b, float y) {
+  const float q = __fmul_rn(a, y);
+  return __fmaf_rn(__fmaf_rn(-q, b, a), y, q);
+}
+__device__ __forceinline__ bool div_by_rcp_ok(float a) {
+  const float m = fabsf(a);
+  return a == 0.0f || (m >= 0x1p-100f && m <= 0x1p100f);
+}
 
 // ---- an accurate tanhf in two parts ------------------------------------------------------------
 // CUDA's tanhf (libdevice, CUDA 13), written out operation for operation so that a caller can

@@ -23,7 +23,8 @@
 // shuffle per group, no selection rounds); the block kernel does grouped routing too when it
 // has the rank-tree tiling (up to 512 experts, top-32, 32 groups).
 // Softmax sums exp(x - max) as fixed point (2^-47 units, integer adds): the sum is the same
-// whatever the reduction order, in every kernel and in the CPU reference.
+// whatever the reduction order, in every kernel and in the CPU reference. The warp kernel
+// divides by it through its reciprocal and one correction (div_by_rcp: the bits of __fdiv_rn).
 //
 // Config (generated): kE, kK, kG, kTG, kGroupSize, kGrouped, kGroupScore, kScoring,
 // kRenormalize, kAlpha, kHasBias, kIds64, Logit, Bias, kLanes, kWarpSlots, kWarpsPerBlock,
@@ -103,11 +104,26 @@ __device__ __forceinline__ u64 lanes_max(u64 v) {
     return v;
   }
 }
-template <int kLanes>
+/// The sum over the kLanes lanes of v < 2^kBits. On a full warp: 27-bit parts of v, each summed
+/// by one redux.sync (32 lanes x (2^27 - 1) < 2^32, exact), instead of five dependent 64-bit
+/// shuffle-and-add steps; else shuffles within the slice.
+template <int kLanes, int kBits>
 __device__ __forceinline__ u64 lanes_sum(u64 v) {
+  static_assert(kBits > 0 && kBits <= 64);
+  if constexpr (kLanes == 32) {
+    constexpr int kPart = 27;
+    u64 sum = 0;
 #pragma unroll
-  for (int o = kLanes / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o, kLanes);
-  return v;
+    for (int p = 0; p * kPart < kBits; ++p) {
+      const u32 part = static_cast<u32>(v >> (p * kPart)) & ((1u << kPart) - 1u);
+      sum += static_cast<u64>(__reduce_add_sync(kFullMask, part)) << (p * kPart);
+    }
+    return sum;
+  } else {
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o, kLanes);
+    return v;
+  }
 }
 
 /// Rule 3's choice of groups (G <= 32): lane g < kG of a whole warp holds group g's score as
@@ -132,6 +148,12 @@ struct RowStats {
 };
 
 __device__ __forceinline__ u64 fixed_point(float e) { return __float2ull_rz(__fmul_rn(e, 0x1p47f)); }
+/// Bits of a sum of n fixed-point values (each <= 2^47: e <= 1).
+constexpr int fixed_point_bits(int n) {
+  int bits = 48;
+  while (n > 1) ++bits, n = (n + 1) / 2;
+  return bits;
+}
 __device__ __forceinline__ float from_fixed_point(u64 q) { return __fmul_rn(__ull2float_rn(q), 0x1p-47f); }
 
 template <class C>
@@ -568,20 +590,18 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) b[s] = 0.0f;
   }
-  bool any = false;
-#pragma unroll
-  for (int s = 0; s < kSlots; ++s) any |= in_range(s) && finite(x[s]);
-  const bool any_finite = lanes_max<kLanes>(static_cast<u32>(any)) != 0;
-
   RowStats st;
+  bool any_finite;  // rule 6: whether the row has a finite logit
   float ex[C::kScoring == Scoring::softmax ? kSlots : 1];
   if constexpr (C::kScoring == Scoring::softmax) {
+    // The max of the finite logits also says whether there is one (0 when none).
     u32 m = 0;
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
       if (in_range(s) && finite(x[s])) m = umax(m, orderable(x[s]));
     }
     m = lanes_max<kLanes>(m);
+    any_finite = m != 0;
     st.max = any_finite ? from_orderable(m) : 0.0f;
     u64 q = 0;
 #pragma unroll
@@ -589,7 +609,12 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
       ex[s] = expf(__fsub_rn(x[s], st.max));  // kept for the keys: the score is ex / sum
       if (in_range(s) && finite(x[s])) q += fixed_point(ex[s]);
     }
-    st.sum = from_fixed_point(lanes_sum<kLanes>(q));
+    st.sum = from_fixed_point(lanes_sum<kLanes, fixed_point_bits(kSlots)>(q));
+  } else {
+    bool any = false;
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) any |= in_range(s) && finite(x[s]);
+    any_finite = lanes_max<kLanes>(static_cast<u32>(any)) != 0;
   }
 
   // Keys: only the upper half (class or selection value) is held; the lower half is the
@@ -619,15 +644,29 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
         }
       }
     }
-  } else {
+  } else if constexpr (C::kScoring == Scoring::softmax) {
+    // Every score divides by the row's sum (1 <= sum <= E): by its reciprocal and one
+    // correction (div_by_rcp: the bits of __fdiv_rn for ex = 0 and 2^-100 <= ex <= 1, which is
+    // every ex of a finite logit but the rare ones ~69 under the max). Those are redone by
+    // __fdiv_rn behind one branch per lane; a non-finite logit's key is invalid whatever its
+    // score (its ex is NaN or inf, bits above the test's range, and is not redone).
+    constexpr u32 kTiny = 0x0d800000u;  // 2^-100: ex with 0 < bits < kTiny are redone
+    const float inv_sum = __frcp_rn(st.sum);
+    u32 low = 0xffffffffu;  // the smallest bits(ex) - 1 (0 wraps to the top)
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
-      if constexpr (C::kScoring == Scoring::softmax) {
-        hi[s] = key_hi_of_score<C>(x[s], __fdiv_rn(ex[s], st.sum), b[s]);
-      } else {
-        hi[s] = key_hi<C>(x[s], b[s], st);
+      low = min(low, __float_as_uint(ex[s]) - 1u);
+      hi[s] = key_hi_of_score<C>(x[s], div_by_rcp(ex[s], st.sum, inv_sum), b[s]);
+    }
+    if (low < kTiny - 1u) {
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) {
+        if (__float_as_uint(ex[s]) - 1u < kTiny - 1u) hi[s] = key_hi_of_score<C>(x[s], __fdiv_rn(ex[s], st.sum), b[s]);
       }
     }
+  } else {
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) hi[s] = key_hi<C>(x[s], b[s], st);
   }
 
   if constexpr (C::kGrouped && L::kGroupLanes > 0) {
@@ -822,7 +861,7 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
     each_logit([&](float x) {
       if (finite(x)) q += fixed_point(expf(__fsub_rn(x, st.max)));
     });
-    q = lanes_sum<32>(q);
+    q = lanes_sum<32, fixed_point_bits(kSlots * kChunks)>(q);
     if (lane == 0) s_sum[warp] = q;
     __syncthreads();
     q = 0;
