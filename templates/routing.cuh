@@ -489,6 +489,11 @@ struct RoutingChecks {
 /// element at a time.
 enum class Loads { vectors, elements };
 
+/// Keys a lane caches in select_topk_split for kSlots keys a lane (WarpLayout's note has the
+/// measurements).
+template <int kSlots>
+constexpr int kCacheFor = kSlots >= 16 ? 4 : (kSlots >= 4 ? 3 : 2);
+
 // Layout: a token's experts are taken kVec at a time (one vector load each), vector j of lane
 // l holding experts (j * kLanes + l) * kVec + v: each load instruction of a warp reads one
 // contiguous stretch of the row. The bias has the same layout.
@@ -520,7 +525,7 @@ struct WarpLayout {
   // T <= 128 (2.30 -> 2.10) but not at 16384 (12.0 -> 12.1). Kimi-K3 (2026-11-29-e/k3-cache-ds-regs-rejected):
   // five or six remove the rescans that make T=64..128 slower than T=16 (4.5-4.6 us -> 4.0 with
   // six) but cost T=1 (3.73 -> 3.90) and T=16384 (44.9 -> 49.7 with five, 56.0 with six).
-  static constexpr int kCache = kSlots >= 16 ? 4 : (kSlots >= 4 ? 3 : 2);
+  static constexpr int kCache = kCacheFor<kSlots>;
 };
 
 /// Loads n = kSlots values of one row (or the bias) in the warp layout: as kVec-wide vectors
@@ -954,18 +959,20 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
   }
 #pragma unroll 1
   for (int chunk = 0; chunk < (kRankTree ? 0 : kChunks); ++chunk) {
-    u64 keys[kSlots];
+    // Each warp's top K by the warp kernel's selection (keys held as upper halves).
+    u32 hi[kSlots];
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
-      const int e = expert(chunk, s);
-      keys[s] = 0;
-      if (e >= C::kE) continue;
+      hi[s] = 0;
+      if (expert(chunk, s) >= C::kE) continue;
       float b = 0.0f;
       if constexpr (C::kHasBias) b = bias(chunk, s);
-      keys[s] = expert_key<C>(logit(chunk, s), b, e, st);
+      hi[s] = key_hi<C>(logit(chunk, s), b, st);
     }
     u64 sel[kRanksOf<32, C::kK>];
-    select_topk<32, kSlots, C::kK, 2>([&](int s) { return keys[s]; }, lane, sel);
+    select_topk_split<32, kSlots, C::kK, kCacheFor<kSlots>>(
+        [&](int s) { return hi[s]; },
+        [&](int s) { return expert(chunk, s) < C::kE ? static_cast<u32>(expert(chunk, s)) : kNoExpert; }, lane, sel);
     if constexpr (kWarps == 1 && kChunks == 1) {
 #pragma unroll
       for (int r = 0; r < kRanksOf<32, C::kK>; ++r) best[r] = sel[r];
