@@ -44,3 +44,12 @@ routing_beside_torch() {
     grep -v -E "^\\$|warn|Online softmax|split the|important use|softmax\.$|^$|UserWarning" > $OUT/routing.txt
   tail -40 $OUT/routing.txt
 }
+# ab_run NAME ROUND BIN SPEC OPS TOKENS [ENV=VALUE...]: one `moejit bench` of OPS (comma-separated)
+# at TOKENS (space-separated) with BIN and the environment given, as section `### NAME ROUND` of
+# $OUT/bench.txt (ab_table.py reads them).
+ab_run() {
+  local name=$1 round=$2 bin=$3 spec=$4 ops=$5 tokens=$6
+  shift 6
+  echo "### $name $round" >> $OUT/bench.txt
+  env "$@" timeout 120 $bin bench $spec --op $ops --tokens $tokens >> $OUT/bench.txt 2>&1
+}
