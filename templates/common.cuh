@@ -63,9 +63,11 @@ __device__ __forceinline__ float div_by_rcp(float a, float b, float y) {
   const float q = __fmul_rn(a, y);
   return __fmaf_rn(__fmaf_rn(-q, b, a), y, q);
 }
+/// The smallest |a| div_by_rcp takes (besides 0); the largest is 1 / div_by_rcp_min().
+__device__ __forceinline__ constexpr float div_by_rcp_min() { return 0x1p-100f; }
 __device__ __forceinline__ bool div_by_rcp_ok(float a) {
   const float m = fabsf(a);
-  return a == 0.0f || (m >= 0x1p-100f && m <= 0x1p100f);
+  return a == 0.0f || (m >= div_by_rcp_min() && m <= 1.0f / div_by_rcp_min());
 }
 
 // ---- an accurate tanhf in two parts ------------------------------------------------------------

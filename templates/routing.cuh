@@ -655,7 +655,8 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
     // every ex of a finite logit but the rare ones ~69 under the max). Those are redone by
     // __fdiv_rn behind one branch per lane; a non-finite logit's key is invalid whatever its
     // score (its ex is NaN or inf, bits above the test's range, and is not redone).
-    constexpr u32 kTiny = 0x0d800000u;  // 2^-100: ex with 0 < bits < kTiny are redone
+    // div_by_rcp_ok for ex >= 0 as one integer test: ex with 0 < bits < tiny are redone.
+    const u32 tiny = __float_as_uint(div_by_rcp_min());
     const float inv_sum = __frcp_rn(st.sum);
     u32 low = 0xffffffffu;  // the smallest bits(ex) - 1 (0 wraps to the top)
 #pragma unroll
@@ -663,10 +664,10 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
       low = min(low, __float_as_uint(ex[s]) - 1u);
       hi[s] = key_hi_of_score<C>(x[s], div_by_rcp(ex[s], st.sum, inv_sum), b[s]);
     }
-    if (low < kTiny - 1u) {
+    if (low < tiny - 1u) {
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
-        if (__float_as_uint(ex[s]) - 1u < kTiny - 1u) hi[s] = key_hi_of_score<C>(x[s], __fdiv_rn(ex[s], st.sum), b[s]);
+        if (__float_as_uint(ex[s]) - 1u < tiny - 1u) hi[s] = key_hi_of_score<C>(x[s], __fdiv_rn(ex[s], st.sum), b[s]);
       }
     }
   } else {

@@ -21,20 +21,37 @@ routing_tests() {
   env "$@" timeout 240 $B/test_gpu "[routing]" > $OUT/tests.txt 2>&1; echo "exit $?"
   grep -E "FAILED|test cases|assertions|All tests" $OUT/tests.txt | head -6
 }
-# ab_old_new OPS TOKENS [OPS TOKENS ...]: three rounds of `moejit bench` of each OPS at its
-# TOKENS with $B/moejit_old and $B/moejit in turn, as `### VARIANT ROUND` sections of
+# ab_bench BIN SPEC OPS TOKENS [ENV=VALUE...]: one `moejit bench` of OPS (comma-separated) at
+# TOKENS (space- or comma-separated) with BIN and the environment given, appended to $OUT/bench.txt.
+ab_bench() {
+  local bin=$1 spec=$2 ops=$3 tokens=$4
+  shift 4
+  env "$@" timeout 120 $bin bench $spec --op $ops --tokens $tokens >> $OUT/bench.txt 2>&1
+}
+# ab_run NAME ROUND BIN SPEC OPS TOKENS [ENV=VALUE...]: ab_bench as section `### NAME ROUND` of
 # $OUT/bench.txt (ab_table.py reads them).
+ab_run() {
+  echo "### $1 $2" >> $OUT/bench.txt
+  shift 2
+  ab_bench "$@"
+}
+# ab_old_new OPS TOKENS [OPS TOKENS ...]: three rounds of the routing bench spec's OPS at their
+# TOKENS with $B/moejit_old and $B/moejit in turn, as `### VARIANT ROUND` sections.
 ab_old_new() {
+  local args=("$@")
   for round in 1 2 3; do
     for v in old new; do
       local bin=$B/moejit; [ $v != new ] && bin=$B/moejit_$v
       echo "### $v $round" >> $OUT/bench.txt
-      local args=("$@")
-      for ((i = 0; i < ${#args[@]}; i += 2)); do
-        timeout 90 $bin bench bench/specs/routing.json --op ${args[i]} --tokens ${args[i+1]} >> $OUT/bench.txt 2>&1
-      done
+      for ((i = 0; i < ${#args[@]}; i += 2)); do ab_bench $bin bench/specs/routing.json ${args[i]} ${args[i+1]}; done
     done
   done
+}
+# gpu_tests [FILTER]: the [gpu] tests (all, or FILTER) into $OUT/test_gpu.txt, exit code and summary.
+gpu_tests() {
+  echo "== [gpu] tests $*"
+  timeout 300 $B/test_gpu "$@" > $OUT/test_gpu.txt 2>&1; echo "test_gpu exit $?"
+  grep -E "FAILED|signal|test cases|assertions|All tests" $OUT/test_gpu.txt | head -12
 }
 # routing_beside_torch: bench/routing_torch.py with $B/moejit (the table beside torch eager and
 # torch.compile, and the block/warp crossover) into $OUT/routing.{txt,json}, $OUT/crossover.json.
@@ -43,13 +60,4 @@ routing_beside_torch() {
   timeout 240 python3 bench/routing_torch.py --moejit $B/moejit --json $OUT/routing.json --crossover $OUT/crossover.json 2>&1 |
     grep -v -E "^\\$|warn|Online softmax|split the|important use|softmax\.$|^$|UserWarning" > $OUT/routing.txt
   tail -40 $OUT/routing.txt
-}
-# ab_run NAME ROUND BIN SPEC OPS TOKENS [ENV=VALUE...]: one `moejit bench` of OPS (comma-separated)
-# at TOKENS (space-separated) with BIN and the environment given, as section `### NAME ROUND` of
-# $OUT/bench.txt (ab_table.py reads them).
-ab_run() {
-  local name=$1 round=$2 bin=$3 spec=$4 ops=$5 tokens=$6
-  shift 6
-  echo "### $name $round" >> $OUT/bench.txt
-  env "$@" timeout 120 $bin bench $spec --op $ops --tokens $tokens >> $OUT/bench.txt 2>&1
 }

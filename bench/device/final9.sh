@@ -8,9 +8,7 @@ nvcc -arch=sm_90a -I templates tests/gpu/div_rcp_sweep.cu -o /tmp/div_rcp_sweep 
 nvcc -arch=sm_90a -I templates tests/gpu/tanh_exhaustive.cu -o /tmp/tanh_exhaustive && timeout 60 /tmp/tanh_exhaustive | tee -a $OUT/exhaustive.txt
 nvcc -arch=sm_90a -I templates tests/gpu/rcp_exhaustive.cu -o /tmp/rcp_exhaustive && timeout 60 /tmp/rcp_exhaustive | tee -a $OUT/exhaustive.txt
 $B/moejit warmup specs/ bench/specs/ --arch sm_90a -q | grep -E "^warmup" | tee $OUT/warmup.txt
-echo "== [gpu] tests"
-timeout 300 $B/test_gpu > $OUT/test_gpu.txt 2>&1; echo "test_gpu exit $?"
-grep -E "FAILED|signal|test cases|assertions|All tests" $OUT/test_gpu.txt | head -12
+gpu_tests
 echo "== moejit run vs --reference"
 timeout 60 python3 tests/gpu/run_npy.py --moejit $B/moejit 2>&1 | tail -2
 echo "== activations beside torch"
