@@ -13,11 +13,13 @@ void Op::launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream s
     throw Error({.kind = ErrorKind::usage, .message = fmt::format("op '{}' takes one buffer per tensor", spec_->name),
                  .found = std::to_string(buffers.size()), .expected = std::to_string(tensors_.size())});
   }
+  // Kernels index tokens in 32 bits (the routing kernel's token of a warp, grid sizes).
+  constexpr std::int64_t kLimit = std::int64_t{1} << 31;
   const auto max = spec_->max_tokens();
-  if (tokens < 0 || (max > 0 && tokens > max)) {
+  if (tokens < 0 || tokens >= kLimit || (max > 0 && tokens > max)) {
     throw Error({.kind = ErrorKind::input, .message = fmt::format("op '{}': token count out of range", spec_->name),
                  .found = std::to_string(tokens),
-                 .expected = max > 0 ? fmt::format("0 to {} (max_tokens)", max) : "a count >= 0"});
+                 .expected = max > 0 ? fmt::format("0 to {} (max_tokens)", max) : fmt::format("0 to {}", kLimit - 1)});
   }
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const auto& t = tensors_[i];

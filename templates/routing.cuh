@@ -8,7 +8,11 @@
 // slot is key 0. Top-K takes K maxima in turn: each lane keeps the best two (or three) of its
 // own keys, the lanes of a token reduce (redux.sync on a full warp), the lane that held the
 // winner pops it and rescans its keys below the winner only when its cache is used up. The warp
-// kernel holds its keys as two 32-bit halves (upper half, expert) and reduces each in turn.
+// kernel holds its keys as two 32-bit halves (upper half, expert) and reduces each in turn; each
+// round's pair goes to shared memory, read back by the lane of its rank after the last round.
+// At large T the kernels are bound by the ALU pipe (ncu, H200: 68-80% of its peak, half the rate
+// of the FMA pipe), so its instructions are the ones counted: finite tests by FSETP, selects
+// only where no store or FMA does.
 //
 // Three kernels share that routine, so they give the same bits:
 //   routing_warp_kernel   one token per kLanes lanes (several tokens per warp when E is
@@ -49,13 +53,19 @@ inline constexpr u32 kNoExpert = 0xffffffffu;  // an empty slot of select_topk_s
 inline constexpr u32 kFirstValid = 0x00800000u;  // orderable(-FLT_MAX): every finite key is >= this
 inline constexpr u32 kFullMask = 0xffffffffu;
 
-__device__ __forceinline__ bool finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
+/// One FSETP (|x| < inf; false for NaN) instead of a mask and an integer compare: the ALU pipe
+/// is what bounds large T.
+/// One FSETP (|x| < inf; false for NaN) instead of a mask and an integer compare: the ALU pipe
+/// is what bounds large T.
+__device__ __forceinline__ bool finite(float x) { return fabsf(x) < __uint_as_float(0x7f800000u); }
 __device__ __forceinline__ float neg_inf() { return __uint_as_float(0xff800000u); }
 __device__ __forceinline__ u32 umax(u32 a, u32 b) { return a > b ? a : b; }
 
+/// Float bits that order as unsigned integers: negative values flipped whole, others get the
+/// sign bit (an arithmetic shift and one three-input logic op).
 __device__ __forceinline__ u32 orderable(float c) {
   const u32 u = __float_as_uint(c);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return u ^ (static_cast<u32>(static_cast<int>(u) >> 31) | 0x80000000u);
 }
 __device__ __forceinline__ float from_orderable(u32 o) {
   return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o);
@@ -183,8 +193,11 @@ __device__ __forceinline__ u32 key_hi_of_score(float x, float c, float b) {
   // -0.0 -> +0.0: equal keys must tie. Only a raw logit can be -0: every score is +0 or above
   // (and s + b is -0 only when both are).
   if constexpr (C::kScoring == Scoring::none) c = add(c, 0.0f);
-  // Both tests, not &&: a short-circuit made ptxas branch around the score of every expert.
-  return finite(x) & finite(c) ? orderable(c) : kInvalidClass;
+  // x * 0 + c is c when x and c are finite (c is never -0, so adding a -0 or +0 product keeps
+  // its bits), else inf or NaN: one FMA and one finite test instead of two, and no branch
+  // around the score of every expert (which a short-circuit && made ptxas emit).
+  const float v = __fmaf_rn(x, 0.0f, c);
+  return finite(v) ? orderable(v) : kInvalidClass;
 }
 template <class C>
 __device__ __forceinline__ u32 key_hi(float x, float b, const RowStats& st) {
@@ -291,8 +304,8 @@ __device__ __forceinline__ void exchange_split(u32& hi_i, u32& x_i, u32& hi_j, u
 }
 
 /// One selection round of select_topk_split: the largest upper half over the lanes, the lowest
-/// expert among the lanes that hold it, recorded by the lane of rank k; the lane that held the
-/// winner pops it and, when its cache is used up, rescans its keys below the winner.
+/// expert among the lanes that hold it, recorded at rec[k] in shared memory; the lane that held
+/// the winner pops it and, when its cache is used up, rescans its keys below the winner.
 /// What a rescan refills: the next key only, or the cache's kCache keys. H200, one run beside
 /// each other (bench/results/2026-11-29-e/refill-one): one key is faster for Kimi-K3 (28 slots a
 /// lane; T=4/64/128 4.46/4.50/4.62 -> 3.92/3.97/4.18 us, T=16384 45.0 -> 44.3), GLM-4.5 (5; T=1
@@ -301,22 +314,23 @@ __device__ __forceinline__ void exchange_split(u32& hi_i, u32& x_i, u32& hi_j, u
 template <int kSlots>
 constexpr bool kRefillOneFor = kSlots >= 16 || kSlots <= 5;
 
-template <int kLanes, int kSlots, int kK, int kCache, class HiOf, class ExpertOf, bool kRefillOne = kRefillOneFor<kSlots>>
-__device__ __forceinline__ void selection_round(int k, const HiOf& hi, const ExpertOf& expert, int lane,
-                                                u32 (&ch)[kCache], u32 (&cx)[kCache],
-                                                u32 (&sel_hi)[kRanksOf<kLanes, kK>], u32 (&sel_x)[kRanksOf<kLanes, kK>]) {
+/// kPop: the round is not the last (the winner is popped). may_refill: a cache may be used up by
+/// this round (a lane caching kCache keys wins kCache rounds first, and a cache holding all its
+/// lane's keys never runs out); a constant wherever the rounds are unrolled.
+template <int kLanes, int kSlots, int kK, int kCache, bool kPop, class HiOf, class ExpertOf,
+          bool kRefillOne = kRefillOneFor<kSlots>>
+__device__ __forceinline__ void selection_round(int k, bool may_refill, const HiOf& hi, const ExpertOf& expert,
+                                                u32 (&ch)[kCache], u32 (&cx)[kCache], uint2* rec) {
   const u32 m = lanes_max<kLanes>(ch[0]);
   const u32 x = lanes_min<kLanes>(ch[0] == m ? cx[0] : kNoExpert);
-#pragma unroll
-  for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) {
-    const bool mine = r * kLanes + lane == k;
-    sel_hi[r] = mine ? m : sel_hi[r];
-    sel_x[r] = mine ? x : sel_x[r];
-  }
+  rec[k] = make_uint2(m, x);  // every lane of the token stores the same pair
+  if constexpr (!kPop) return;
   // The pop by selects rather than a branch around it: a divergent branch here cost more than
   // the shift (ncu, Kimi-K3: 13 moves and 5 branch instructions per round). NOTE: a
   // warp-uniform branch (__any_sync) around the rescan made ptxas spill for sm_100a
-  // (Kimi-K3-sized, bf16 logits); the lane's own branch does not.
+  // (Kimi-K3-sized, bf16 logits); the lane's own branch does not. (A ballot of the lanes
+  // holding m, taking the lowest-expert reduction only on ties, hung the warp on DeepSeek-V3
+  // and was slower for Kimi-K3: bench/results/2026-12-01-b/rounds.)
   const bool won = cx[0] == x;  // experts are unique: exactly one lane
 #pragma unroll
   for (int i = 0; i + 1 < kCache; ++i) {
@@ -325,6 +339,7 @@ __device__ __forceinline__ void selection_round(int k, const HiOf& hi, const Exp
   }
   ch[kCache - 1] = won ? 0u : ch[kCache - 1];
   cx[kCache - 1] = won ? kNoExpert : cx[kCache - 1];
+  if (!may_refill) return;
   if (won && cx[0] == kNoExpert) {
     if constexpr (kRefillOne) {
       // The next key below the winner only: one max pass over the slots (~7 instructions a slot
@@ -357,8 +372,11 @@ __device__ __forceinline__ void selection_round(int k, const HiOf& hi, const Exp
 /// is 1), so an empty cache entry (0, kNoExpert) is below every key. Each round takes the
 /// largest upper half over the lanes, then the lowest expert among the lanes that hold it: the
 /// same order, and the same results, as select_topk on pack(hi, expert).
+/// rec: kK pairs of shared memory for the token's lanes (they all store the same pair each round:
+/// one store instead of the rank lane's compare and two selects, ~3 of the ALU pipe's ~20
+/// instructions a round; that pipe is what bounds large T, ncu: 68-80% of its peak).
 template <int kLanes, int kSlots, int kK, int kCache, class HiOf, class ExpertOf>
-__device__ __forceinline__ void select_topk_split(const HiOf& hi, const ExpertOf& expert, int lane,
+__device__ __forceinline__ void select_topk_split(const HiOf& hi, const ExpertOf& expert, int lane, uint2* rec,
                                                   u64 (&sel)[kRanksOf<kLanes, kK>]) {
   // The cache starts as the first kCache slots sorted by a stable network (bubble order: equal
   // upper halves keep the lower expert first), then takes the other slots by insertion.
@@ -376,22 +394,26 @@ __device__ __forceinline__ void select_topk_split(const HiOf& hi, const ExpertOf
   }
 #pragma unroll
   for (int s = kSeed; s < kSlots; ++s) insert_top_split(ch, cx, hi(s), expert(s));
-  u32 sel_hi[kRanksOf<kLanes, kK>], sel_x[kRanksOf<kLanes, kK>];
-#pragma unroll
-  for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) {
-    sel_hi[r] = 0;
-    sel_x[r] = kNoExpert;
-  }
+  // The last round pops nothing; before round kCache - 1 no cache can be used up.
+  constexpr bool kRefills = kCache < kSlots;
   if constexpr (kK <= 8) {
-    // Few rounds: unrolled (no loop counter; the rank test against a constant).
+    // Few rounds: unrolled (no loop counter, the refill test only where it can be needed).
 #pragma unroll
-    for (int k = 0; k < kK; ++k) selection_round<kLanes, kSlots, kK, kCache>(k, hi, expert, lane, ch, cx, sel_hi, sel_x);
+    for (int k = 0; k + 1 < kK; ++k) {
+      selection_round<kLanes, kSlots, kK, kCache, true>(k, kRefills && k + 1 >= kCache, hi, expert, ch, cx, rec);
+    }
   } else {
 #pragma unroll 1
-    for (int k = 0; k < kK; ++k) selection_round<kLanes, kSlots, kK, kCache>(k, hi, expert, lane, ch, cx, sel_hi, sel_x);
+    for (int k = 0; k + 1 < kK; ++k) selection_round<kLanes, kSlots, kK, kCache, true>(k, kRefills, hi, expert, ch, cx, rec);
   }
+  selection_round<kLanes, kSlots, kK, kCache, false>(kK - 1, false, hi, expert, ch, cx, rec);
+  __syncwarp();
 #pragma unroll
-  for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) sel[r] = sel_x[r] == kNoExpert ? 0ull : pack(sel_hi[r], static_cast<int>(sel_x[r]));
+  for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) {
+    const int k = r * kLanes + lane;
+    const uint2 p = k < kK ? rec[k] : make_uint2(0u, kNoExpert);
+    sel[r] = p.y == kNoExpert ? 0ull : pack(p.x, static_cast<int>(p.y));
+  }
 }
 
 /// Rank-count selection in shared memory: `src` holds `lists` runs of `run` keys each; every
@@ -490,9 +512,9 @@ struct RoutingChecks {
 enum class Loads { vectors, elements };
 
 /// Keys a lane caches in select_topk_split for kSlots keys a lane (WarpLayout's note has the
-/// measurements).
+/// measurements). Up to 4 keys a lane the cache holds them all: no round tests for a rescan.
 template <int kSlots>
-constexpr int kCacheFor = kSlots >= 16 ? 4 : (kSlots >= 4 ? 3 : 2);
+constexpr int kCacheFor = kSlots <= 4 ? kSlots : (kSlots >= 16 ? 4 : 3);
 
 // Layout: a token's experts are taken kVec at a time (one vector load each), vector j of lane
 // l holding experts (j * kLanes + l) * kVec + v: each load instruction of a warp reads one
@@ -531,6 +553,17 @@ struct WarpLayout {
 /// Loads n = kSlots values of one row (or the bias) in the warp layout: as kVec-wide vectors
 /// (the launcher has checked that the pointers are aligned for them) or one element at a time
 /// (same layout, same values).
+/// Asks for the lines of load_row's vectors (into L1) without holding registers for them.
+template <class C, class T, class L = WarpLayout<C>>
+__device__ __forceinline__ void prefetch_row(const void* p, long long row_base, int lane) {
+  const T* base = static_cast<const T*>(p) + row_base;
+#pragma unroll
+  for (int j = 0; j < L::kVecs; ++j) {
+    const int e = L::expert(j * L::kVec, lane);
+    if (!L::partial(j * L::kVec) || e < C::kE) asm volatile("prefetch.global.L1 [%0];" ::"l"(base + e));
+  }
+}
+
 template <class C, class T, Loads kLoads, class L = WarpLayout<C>>
 __device__ __forceinline__ void load_row(const void* p, long long row_base, int lane, float (&out)[L::kSlots]) {
   const T* base = static_cast<const T*>(p) + row_base;
@@ -564,8 +597,21 @@ __device__ __forceinline__ void load_row(const void* p, long long row_base, int 
 /// and 0.3 us at T=1 (DeepSeek-V3: 2.62 -> 2.33, bench/results/2026-11-29-e/loads-split). The
 /// element-by-element kernel beside a vector one (the rare one) asks for one resident block only:
 /// with ptxas's own register target its larger live set spilled (Kimi-K3-sized, sm_90a).
+/// Resident blocks asked of ptxas for the warp kernel: a register budget of 40 + the values a
+/// lane holds per key (logit, bias, softmax's exp). Unconstrained, ptxas keeps fewer registers
+/// by issuing some of the row's vector loads only after the first keys' math, a second memory
+/// round trip per token (DeepSeek-V3, H200: T=1 2.24 -> 2.42 us); with a budget it issues them
+/// all first (bench/results/2026-12-01-b/load-budget). Above 16 keys a lane (Kimi-K3) the loads
+/// do not fit beside the keys and no budget was faster than ptxas's own choice, except with two
+/// ranks a lane (K > 32), where ptxas's own choice spilled (sm_100a, 1024 experts, top 64).
+template <class C>
+constexpr int kWarpMinBlocks =
+    C::kWarpSlots > 16
+        ? (C::kK > 32 ? 1 : 0)
+        : 65536 / (C::kWarpsPerBlock * 32 *
+                   ((1 + (C::kHasBias ? 1 : 0) + (C::kScoring == Scoring::softmax ? 1 : 0)) * C::kWarpSlots + 40));
 template <class C, Loads kLoads>
-__global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::elements && C::kWarpVec > 1 ? 1 : 0) routing_warp_kernel(RoutingArgs a) {
+__global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::elements && C::kWarpVec > 1 ? 1 : kWarpMinBlocks<C>) routing_warp_kernel(RoutingArgs a) {
   dependent_launch_prologue();
   using namespace routing;
   using L = WarpLayout<C>;
@@ -573,10 +619,11 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
   static_assert(C::kWarpSlots * C::kLanes >= C::kE && C::kWarpSlots <= 32, "a token's keys fit its lanes' registers");
   constexpr int kLanes = C::kLanes;
   constexpr int kSlots = C::kWarpSlots;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % kLanes;
-  const long long token = (static_cast<long long>(blockIdx.x) * C::kWarpsPerBlock + warp) * (32 / kLanes) +
-                          static_cast<int>(threadIdx.x % 32) / kLanes;
+  // Unsigned index math: a signed division by 32 costs ptxas's rounding fixups.
+  const int warp = static_cast<int>(threadIdx.x / 32u);
+  const int lane = static_cast<int>(threadIdx.x % static_cast<unsigned>(kLanes));
+  const long long token = static_cast<long long>((blockIdx.x * C::kWarpsPerBlock + threadIdx.x / 32u) * (32u / kLanes) +
+                                                 threadIdx.x % 32u / kLanes);
   if constexpr (kLanes == 32) {
     if (token >= a.tokens) return;  // the whole warp leaves together
   }
@@ -632,7 +679,8 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
     // registers (Kimi-K3 80 -> 124) and time (T=16384 52.1 -> 57.6 us).
     u32 y_max = 0;  // y >= 1 or NaN: as bits, NaN and y >= 2^126 are the largest
 #pragma unroll
-    for (int s = 0; s < kSlots; ++s) {
+    for (int t = 0; t < kSlots; ++t) {
+      const int s = (t % L::kVecs) * L::kVec + t / L::kVecs;  // one slot of each vector in turn
       const float y = sigmoid_denominator(x[s]);
       y_max = umax(y_max, __float_as_uint(y));
       hi[s] = key_hi_of_score<C>(x[s], rcp_fast(y), b[s]);
@@ -771,10 +819,12 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
     }
   }
 
+  __shared__ uint2 s_rec[C::kWarpsPerBlock * (32 / kLanes)][C::kK];
   u64 sel[kRanksOf<kLanes, C::kK>];
   select_topk_split<kLanes, kSlots, C::kK, L::kCache>(
       [&](int s) { return in_range(s) ? hi[s] : 0u; },
-      [&](int s) { return in_range(s) ? static_cast<u32>(L::expert(s, lane)) : kNoExpert; }, lane, sel);
+      [&](int s) { return in_range(s) ? static_cast<u32>(L::expert(s, lane)) : kNoExpert; }, lane,
+      s_rec[threadIdx.x / static_cast<unsigned>(kLanes)], sel);
   const long long base = row * C::kE;
   finish_row<C, kLanes>(sel, lane, row, active, any_finite, [&](u64 key) { return key_weight<C>(key, a.logits, base, st); }, a);
 }
@@ -970,10 +1020,12 @@ __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(R
       if constexpr (C::kHasBias) b = bias(chunk, s);
       hi[s] = key_hi<C>(logit(chunk, s), b, st);
     }
+    __shared__ uint2 s_rec[kWarps][C::kK];
     u64 sel[kRanksOf<32, C::kK>];
     select_topk_split<32, kSlots, C::kK, kCacheFor<kSlots>>(
         [&](int s) { return hi[s]; },
-        [&](int s) { return expert(chunk, s) < C::kE ? static_cast<u32>(expert(chunk, s)) : kNoExpert; }, lane, sel);
+        [&](int s) { return expert(chunk, s) < C::kE ? static_cast<u32>(expert(chunk, s)) : kNoExpert; }, lane,
+        s_rec[warp], sel);
     if constexpr (kWarps == 1 && kChunks == 1) {
 #pragma unroll
       for (int r = 0; r < kRanksOf<32, C::kK>; ++r) best[r] = sel[r];

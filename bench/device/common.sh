@@ -35,7 +35,7 @@ ab_run() {
   shift 2
   ab_bench "$@"
 }
-# ab_old_new OPS TOKENS [OPS TOKENS ...]: three rounds of the routing bench spec's OPS at their
+# ab_old_new OPS TOKENS [OPS TOKENS ...] (TOKENS comma-separated): three rounds of the routing bench spec's OPS at their
 # TOKENS with $B/moejit_old and $B/moejit in turn, as `### VARIANT ROUND` sections.
 ab_old_new() {
   local args=("$@")
