@@ -26,7 +26,7 @@ routing_tests() {
 ab_bench() {
   local bin=$1 spec=$2 ops=$3 tokens=$4
   shift 4
-  env "$@" timeout 120 $bin bench $spec --op $ops --tokens $tokens >> $OUT/bench.txt 2>&1
+  env "$@" timeout 60 $bin bench $spec --op $ops --tokens $tokens >> $OUT/bench.txt 2>&1
 }
 # ab_run NAME ROUND BIN SPEC OPS TOKENS [ENV=VALUE...]: ab_bench as section `### NAME ROUND` of
 # $OUT/bench.txt (ab_table.py reads them).
