@@ -344,7 +344,8 @@ __device__ __forceinline__ void selection_round(int k, bool may_refill, const Hi
     if constexpr (kRefillOne) {
       // The next key below the winner only: one max pass over the slots (~7 instructions a slot
       // instead of a kCache insertion's ~21 for Kimi-K3); a lane that wins again rescans again.
-      // Slots rise in expert order, so of equal upper halves the first one stays.
+      // Slots rise in expert order, so of equal upper halves the first one stays. (A tree of
+      // pairwise maxima instead of this chain was no faster: bench/results/2026-12-01-b/rescan.)
       u32 bh = 0, bx = kNoExpert;
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
@@ -632,6 +633,13 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
   const bool active = token < a.tokens;
   const long long row = active ? token : 0;
   auto in_range = [&](int s) { return !L::partial(s) || L::expert(s, lane) < C::kE; };
+  const unsigned slice = threadIdx.x / static_cast<unsigned>(kLanes);  // the token's index in the block
+  // Sigmoid scores with a bias: a selected expert's weight is its score, not its key. Each lane
+  // leaves its scores in shared memory (vector stores) for the finish, instead of the finish
+  // reloading the logit and computing the sigmoid again: a dependent memory round trip and ~16
+  // instructions a token (Kimi-K3 T=1 3.74 -> 3.46 us, bench/results/2026-12-01-b/scores-shared).
+  constexpr bool kScoresShared = C::kScoring == Scoring::sigmoid && C::kHasBias;
+  __shared__ __align__(16) float s_score[kScoresShared ? C::kWarpsPerBlock * (32 / kLanes) : 1][kScoresShared ? C::kE : 1];
 
   // Logits and bias are loaded together, so both round trips to memory overlap.
   float x[kSlots], b[kSlots];
@@ -679,11 +687,19 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
     // registers (Kimi-K3 80 -> 124) and time (T=16384 52.1 -> 57.6 us).
     u32 y_max = 0;  // y >= 1 or NaN: as bits, NaN and y >= 2^126 are the largest
 #pragma unroll
-    for (int t = 0; t < kSlots; ++t) {
-      const int s = (t % L::kVecs) * L::kVec + t / L::kVecs;  // one slot of each vector in turn
-      const float y = sigmoid_denominator(x[s]);
-      y_max = umax(y_max, __float_as_uint(y));
-      hi[s] = key_hi_of_score<C>(x[s], rcp_fast(y), b[s]);
+    for (int j = 0; j < L::kVecs; ++j) {
+      Vec<float, L::kVec> score;
+#pragma unroll
+      for (int i = 0; i < L::kVec; ++i) {
+        const int s = j * L::kVec + i;
+        const float y = sigmoid_denominator(x[s]);
+        y_max = umax(y_max, __float_as_uint(y));
+        score.v[i] = rcp_fast(y);
+        hi[s] = key_hi_of_score<C>(x[s], score.v[i], b[s]);
+      }
+      // The selected experts' weights are these scores (rule 5): kept for the finish.
+      const int e = L::expert(j * L::kVec, lane);
+      if (kScoresShared && (!L::partial(j * L::kVec) || e < C::kE)) store_vec<float, L::kVec>(&s_score[slice][e], score);
     }
     if (y_max >= __float_as_uint(0x1p126f)) {
 #pragma unroll
@@ -693,7 +709,9 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
         const float xs = load_float<typename C::Logit>(a.logits, row * C::kE + e);
         const float y = sigmoid_denominator(xs);
         if (!rcp_fast_ok(y)) {
-          hi[s] = key_hi_of_score<C>(xs, __frcp_rn(y), C::kHasBias ? load_float<typename C::Bias>(a.bias, e) : 0.0f);
+          const float score = __frcp_rn(y);
+          hi[s] = key_hi_of_score<C>(xs, score, C::kHasBias ? load_float<typename C::Bias>(a.bias, e) : 0.0f);
+          if constexpr (kScoresShared) s_score[slice][e] = score;
         }
       }
     }
@@ -824,9 +842,15 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
   select_topk_split<kLanes, kSlots, C::kK, L::kCache>(
       [&](int s) { return in_range(s) ? hi[s] : 0u; },
       [&](int s) { return in_range(s) ? static_cast<u32>(L::expert(s, lane)) : kNoExpert; }, lane,
-      s_rec[threadIdx.x / static_cast<unsigned>(kLanes)], sel);
+      s_rec[slice], sel);
   const long long base = row * C::kE;
-  finish_row<C, kLanes>(sel, lane, row, active, any_finite, [&](u64 key) { return key_weight<C>(key, a.logits, base, st); }, a);
+  finish_row<C, kLanes>(sel, lane, row, active, any_finite, [&](u64 key) {
+    if constexpr (kScoresShared) {
+      return s_score[slice][expert_of(key)];
+    } else {
+      return key_weight<C>(key, a.logits, base, st);
+    }
+  }, a);
 }
 
 // ---- one token per block -----------------------------------------------------------------
