@@ -55,8 +55,6 @@ inline constexpr u32 kFullMask = 0xffffffffu;
 
 /// One FSETP (|x| < inf; false for NaN) instead of a mask and an integer compare: the ALU pipe
 /// is what bounds large T.
-/// One FSETP (|x| < inf; false for NaN) instead of a mask and an integer compare: the ALU pipe
-/// is what bounds large T.
 __device__ __forceinline__ bool finite(float x) { return fabsf(x) < __uint_as_float(0x7f800000u); }
 __device__ __forceinline__ float neg_inf() { return __uint_as_float(0xff800000u); }
 __device__ __forceinline__ u32 umax(u32 a, u32 b) { return a > b ? a : b; }
@@ -554,17 +552,6 @@ struct WarpLayout {
 /// Loads n = kSlots values of one row (or the bias) in the warp layout: as kVec-wide vectors
 /// (the launcher has checked that the pointers are aligned for them) or one element at a time
 /// (same layout, same values).
-/// Asks for the lines of load_row's vectors (into L1) without holding registers for them.
-template <class C, class T, class L = WarpLayout<C>>
-__device__ __forceinline__ void prefetch_row(const void* p, long long row_base, int lane) {
-  const T* base = static_cast<const T*>(p) + row_base;
-#pragma unroll
-  for (int j = 0; j < L::kVecs; ++j) {
-    const int e = L::expert(j * L::kVec, lane);
-    if (!L::partial(j * L::kVec) || e < C::kE) asm volatile("prefetch.global.L1 [%0];" ::"l"(base + e));
-  }
-}
-
 template <class C, class T, Loads kLoads, class L = WarpLayout<C>>
 __device__ __forceinline__ void load_row(const void* p, long long row_base, int lane, float (&out)[L::kSlots]) {
   const T* base = static_cast<const T*>(p) + row_base;
