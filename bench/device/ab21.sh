@@ -9,11 +9,5 @@ source "$(dirname "$0")/common.sh"
 routing_tests
 ncu_sass dsw deepseek_v3_warp
 ncu_sass qww qwen3_warp
-R=bench/specs/routing.json
-for round in 1 2 3; do
-  for v in old nb ballot; do
-    ab_run $v $round $B/moejit_$v $R deepseek_v3,kimi_k2,qwen3,glm45 1,16,128,1024,16384
-    ab_bench $B/moejit_$v $R kimi_k3 1,16,128,16384
-  done
-done
+ab_variants "old nb ballot" deepseek_v3,kimi_k2,qwen3,glm45 1,16,128,1024,16384 kimi_k3 1,16,128,16384
 python3 bench/device/ab_table.py $OUT/bench.txt | tee $OUT/table.txt

@@ -4,12 +4,5 @@
 # a chain); old = HEAD. [routing] tests of new first.
 source "$(dirname "$0")/common.sh"
 routing_tests
-R=bench/specs/routing.json
-for round in 1 2 3; do
-  for v in old ss new; do
-    bin=$B/moejit_$v; [ $v = new ] && bin=$B/moejit
-    ab_run $v $round $bin $R kimi_k3,glm45 1,16,64,128,16384
-    ab_bench $bin $R deepseek_v3,qwen3 1,128,16384
-  done
-done
+ab_variants "old ss new" kimi_k3,glm45 1,16,64,128,16384 deepseek_v3,qwen3 1,128,16384
 python3 bench/device/ab_table.py $OUT/bench.txt | tee $OUT/table.txt

@@ -35,18 +35,23 @@ ab_run() {
   shift 2
   ab_bench "$@"
 }
-# ab_old_new OPS TOKENS [OPS TOKENS ...] (TOKENS comma-separated): three rounds of the routing bench spec's OPS at their
-# TOKENS with $B/moejit_old and $B/moejit in turn, as `### VARIANT ROUND` sections.
-ab_old_new() {
+# ab_variants "V1 V2 ..." OPS TOKENS [OPS TOKENS ...] (TOKENS comma-separated): three rounds of
+# the routing bench spec's OPS at their TOKENS with each variant's binary in turn ($B/moejit for
+# `new`, else $B/moejit_V), as `### V ROUND` sections.
+ab_variants() {
+  local variants=$1
+  shift
   local args=("$@")
   for round in 1 2 3; do
-    for v in old new; do
+    for v in $variants; do
       local bin=$B/moejit; [ $v != new ] && bin=$B/moejit_$v
       echo "### $v $round" >> $OUT/bench.txt
       for ((i = 0; i < ${#args[@]}; i += 2)); do ab_bench $bin bench/specs/routing.json ${args[i]} ${args[i+1]}; done
     done
   done
 }
+# ab_old_new OPS TOKENS [OPS TOKENS ...]: ab_variants with $B/moejit_old and $B/moejit.
+ab_old_new() { ab_variants "old new" "$@"; }
 # gpu_tests [FILTER]: the [gpu] tests (all, or FILTER) into $OUT/test_gpu.txt, exit code and summary.
 gpu_tests() {
   echo "== [gpu] tests $*"
