@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -150,7 +151,7 @@ std::string RoutingHarness::variant_name(int variant) const {
   switch (variant) {
     case 0: return "normal";
     case 1: return "equal and tied logits";
-    default: return "NaN, +-inf, far-apart and all-invalid rows";
+    default: return "NaN (with payloads), +-inf, far-apart and all-invalid rows; non-finite bias entries";
   }
 }
 
@@ -164,6 +165,7 @@ void RoutingHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tenso
   std::normal_distribution<float> normal(0.0f, 2.0f);
   std::uniform_int_distribution<int> small(-1, 2), pick(0, 99);
   constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float kNegativeNaN = std::bit_cast<float>(0xffc00123u);
   for (std::int64_t t = 0; t < tokens; ++t) {
     const std::size_t row = static_cast<std::size_t>(t) * n;
     const int pattern = static_cast<int>(t % 7);
@@ -179,7 +181,8 @@ void RoutingHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tenso
         if (pattern == 0) v = p < 50 ? std::nanf("") : (p < 75 ? kInf : -kInf);  // no finite logit
         else if (pattern == 1) v = e < static_cast<std::size_t>(op.topk - 1) ? v : std::nanf("");  // K - 1 finite
         else if (pattern == 2 && p < 40) v -= 70.0f + 2.0f * static_cast<float>(p);  // softmax exp at 2^-100 and far below, 0 included; sigmoid 1 + exp(-x) = inf
-        else if (p < 8) v = std::nanf("");
+        else if (p < 4) v = std::nanf("");
+        else if (p < 8) v = kNegativeNaN;  // a sign and a payload: the kernels must not rely on one NaN's bits
         else if (p < 12) v = kInf;
         else if (p < 16) v = -kInf;
       }
@@ -188,7 +191,13 @@ void RoutingHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tenso
   }
   if (op.bias) {
     std::normal_distribution<float> bias(0.0f, 0.5f);
-    for (std::size_t e = 0; e < n; ++e) store(*op.bias, tensors[1].data.data(), e, variant == 1 ? 0.0f : bias(rng));
+    for (std::size_t e = 0; e < n; ++e) {
+      float b = variant == 1 ? 0.0f : bias(rng);
+      // Variant 2: a few non-finite bias entries (their experts are invalid in every row).
+      if (variant == 2 && e % 37 == 5) b = e % 2 ? kInf : -kInf;
+      if (variant == 2 && e % 37 == 23) b = std::nanf("");
+      store(*op.bias, tensors[1].data.data(), e, b);
+    }
   }
 }
 

@@ -1,18 +1,21 @@
 #pragma once
 // Routing (numerics.md "routing"): logits [T, E] -> top-K expert ids and weights per token.
 //
-// Every expert gets one 64-bit key: (class or order-preserving bits of its fp32 selection key)
-// << 32 | (0xFFFF - expert). A larger key wins, so one max-reduction is an arg-max with the
-// lower-index tie rule, and keys are unique. Classes below every finite key: 2 = invalid
+// Every expert gets one 64-bit key: (class or order-preserving bits of its fp32 selection key,
+// plus 3) << 32 | (0xFFFF - expert). A larger key wins, so one max-reduction is an arg-max with
+// the lower-index tie rule, and keys are unique. Classes below every finite key: 2 = invalid
 // (non-finite logit or key) in a kept group, 1 = expert of a group that was not kept; an empty
-// slot is key 0. Top-K takes K maxima in turn: each lane keeps the best two (or three) of its
-// own keys, the lanes of a token reduce (redux.sync on a full warp), the lane that held the
-// winner pops it and rescans its keys below the winner only when its cache is used up. The warp
-// kernel holds its keys as two 32-bit halves (upper half, expert) and reduces each in turn; each
-// round's pair goes to shared memory, read back by the lane of its rank after the last round.
-// At large T the kernels are bound by the ALU pipe (ncu, H200: 68-80% of its peak, half the rate
-// of the FMA pipe), so its instructions are the ones counted: finite tests by FSETP, selects
-// only where no store or FMA does.
+// slot is key 0. The +3 puts the classes below the finite keys without a test: an invalid
+// key's value is made NaN, whose order-preserving bits are 0xFFFFFFFF, and wraps to 2. Top-K
+// takes K maxima in turn: each lane keeps the best two (or three) of its own keys, the lanes of
+// a token reduce (redux.sync on a full warp), the lane that held the winner pops it and rescans
+// its keys below the winner only when its cache is used up. The warp kernel holds its keys as
+// two 32-bit halves (upper half, expert) and reduces each in turn (or, up to 4 keys a lane with
+// no bias, as one number with the slot in its low bits: select_topk_tagged); each round's pair
+// goes to shared memory, read back by the lane of its rank after the last round. At large T the
+// kernels are bound by the ALU pipe (ncu, H200: 68-80% of its peak, half the rate of the FMA
+// pipe) or by instruction issue, so their instructions are the ones counted: validity by FMAs
+// and the +3, selects only where no store or FMA does.
 //
 // Three kernels share that routine, so they give the same bits:
 //   routing_warp_kernel   one token per kLanes lanes (several tokens per warp when E is
@@ -48,9 +51,11 @@ using u32 = unsigned int;
 using u64 = unsigned long long;
 
 inline constexpr u32 kExcludedClass = 1;
-inline constexpr u32 kInvalidClass = 2;
+inline constexpr u32 kInvalidClass = 2;  // the key of a NaN value: 0xFFFFFFFF + kKeyOffset
 inline constexpr u32 kNoExpert = 0xffffffffu;  // an empty slot of select_topk_split's cache (upper half 0)
-inline constexpr u32 kFirstValid = 0x00800000u;  // orderable(-FLT_MAX): every finite key is >= this
+inline constexpr u32 kKeyOffset = 3;  // key = orderable(value) + 3: the classes sit at 0..2
+static_assert(0xffffffffu + kKeyOffset == kInvalidClass, "a NaN value's key is the invalid class");
+inline constexpr u32 kFirstValid = 0x00800000u + kKeyOffset;  // key of -FLT_MAX: every finite key is >= this
 inline constexpr u32 kFullMask = 0xffffffffu;
 
 /// One FSETP (|x| < inf; false for NaN) instead of a mask and an integer compare: the ALU pipe
@@ -66,8 +71,24 @@ __device__ __forceinline__ u32 orderable(float c) {
   return u ^ (static_cast<u32>(static_cast<int>(u) >> 31) | 0x80000000u);
 }
 __device__ __forceinline__ float from_orderable(u32 o) {
-  return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o);
+  // o ^ 0x80000000 when the sign bit is set, else ~o, i.e. o ^ ~(t & 0x7FFFFFFF) with t the
+  // sign spread: a shift and one three-input logic op (written out: ptxas made it two).
+  const u32 t = static_cast<u32>(static_cast<int>(o) >> 31);
+  u32 u;
+  asm("lop3.b32 %0, %1, %2, 0x7fffffff, 0x87;" : "=r"(u) : "r"(o), "r"(t));
+  return __uint_as_float(u);
 }
+/// The upper half of a key from its selection value v, where v is the canonical NaN (the result
+/// of any fp32 arithmetic on a NaN or an inf * 0) for an invalid expert and finite otherwise:
+/// orderable(v) + 3, so NaN wraps to the invalid class 2. kNonNegative: every finite v is +0 or
+/// above (a score without a bias), where orderable is bits | 0x80000000 and the key one add.
+template <bool kNonNegative>
+__device__ __forceinline__ u32 key_of_value(float v) {
+  if constexpr (kNonNegative) return __float_as_uint(v) + (0x80000000u + kKeyOffset);
+  return orderable(v) + kKeyOffset;
+}
+/// The value a key stands for: the classes 0..2 give NaN (bits 0x7FFFFFFD..0x7FFFFFFF).
+__device__ __forceinline__ float value_of_key(u32 hi) { return from_orderable(hi - kKeyOffset); }
 __device__ __forceinline__ u64 pack(u32 hi, int expert) {
   return (static_cast<u64>(hi) << 32) | static_cast<u64>(0xFFFFu - static_cast<u32>(expert));
 }
@@ -75,7 +96,8 @@ __device__ __forceinline__ int expert_of(u64 key) { return static_cast<int>(0xFF
 __device__ __forceinline__ bool valid_key(u64 key) { return static_cast<u32>(key >> 32) >= kFirstValid; }
 /// The selection value a key's upper half stands for; the invalid and excluded classes count as
 /// -inf (rule 3's group scores).
-__device__ __forceinline__ float value_of(u32 hi) { return hi >= kFirstValid ? from_orderable(hi) : neg_inf(); }
+/// fmaxf drops the classes' NaN for -inf: one FMNMX instead of a compare and a select.
+__device__ __forceinline__ float value_of(u32 hi) { return fmaxf(value_of_key(hi), neg_inf()); }
 
 // ---- reductions over the kLanes lanes of one token (an aligned slice of a warp) ----------
 /// The largest (kMax) or smallest u32 over the kLanes lanes: redux.sync on a full warp, else
@@ -140,11 +162,14 @@ __device__ __forceinline__ u64 lanes_sum(u64 v) {
 /// rounds.
 template <int kG, int kTG>
 __device__ __forceinline__ bool group_kept(u32 score, int g) {
+  // (score, 31 - group) as one 64-bit number: group i beats g when its number is larger. The
+  // lower halves are constants of i, so each compare is two ISETPs (the second with the carry).
+  const u64 mine = (static_cast<u64>(score) << 32) | static_cast<u32>(31 - g);
   int rank = 0;
 #pragma unroll
   for (int i = 0; i < kG; ++i) {
-    const u32 other = __shfl_sync(kFullMask, score, i);
-    rank += other > score || (other == score && i < g) ? 1 : 0;
+    const u64 other = (static_cast<u64>(__shfl_sync(kFullMask, score, i)) << 32) | static_cast<u32>(31 - i);
+    rank += other > mine ? 1 : 0;
   }
   return g < kG && rank < kTG;
 }
@@ -183,23 +208,36 @@ __device__ __forceinline__ float weight(float x, const RowStats& st) {
   return score<C>(x, st);
 }
 
+/// Every finite selection value is +0 or above: a score (sigmoid, softmax, sqrt_softplus) with
+/// no bias added.
+template <class C>
+inline constexpr bool kNonNegativeKeys = !C::kHasBias && C::kScoring != Scoring::none;
+
 /// The upper half of an expert's key (rules 2 and 6): its class, or its selection value.
 /// Branch-free: the score of a non-finite logit is computed and dropped.
-template <class C>
-__device__ __forceinline__ u32 key_hi_of_score(float x, float c, float b) {
+/// kTag: select_topk_tagged's form, key * 4 + tag_low (one multiply-add from the value's bits).
+template <class C, bool kTag = false>
+__device__ __forceinline__ u32 key_hi_of_score(float x, float c, float b, u32 tag_low = 0) {
   if constexpr (C::kHasBias) c = add(c, b);
   // -0.0 -> +0.0: equal keys must tie. Only a raw logit can be -0: every score is +0 or above
   // (and s + b is -0 only when both are).
   if constexpr (C::kScoring == Scoring::none) c = add(c, 0.0f);
   // x * 0 + c is c when x and c are finite (c is never -0, so adding a -0 or +0 product keeps
-  // its bits), else inf or NaN: one FMA and one finite test instead of two, and no branch
-  // around the score of every expert (which a short-circuit && made ptxas emit).
-  const float v = __fmaf_rn(x, 0.0f, c);
-  return finite(v) ? orderable(v) : kInvalidClass;
+  // its bits), else NaN or (c infinite) inf; v * 0 + v then turns inf into NaN too. Two FMAs
+  // instead of a finite test and a select: the ALU pipe is what bounds large T, the FMA pipe
+  // runs at a fifth of its peak. Without a bias c is finite for every finite x (a score, or
+  // the logit itself), so one FMA is enough.
+  float v = __fmaf_rn(x, 0.0f, c);
+  if constexpr (C::kHasBias) v = __fmaf_rn(v, 0.0f, v);
+  if constexpr (kTag) {
+    static_assert(kNonNegativeKeys<C>);
+    return __float_as_uint(v) * 4u + (kKeyOffset * 4u + tag_low);  // key_of_value<true>(v) * 4 + tag_low
+  }
+  return key_of_value<kNonNegativeKeys<C>>(v);
 }
-template <class C>
-__device__ __forceinline__ u32 key_hi(float x, float b, const RowStats& st) {
-  return key_hi_of_score<C>(x, score<C>(x, st), b);
+template <class C, bool kTag = false>
+__device__ __forceinline__ u32 key_hi(float x, float b, const RowStats& st, u32 tag_low = 0) {
+  return key_hi_of_score<C, kTag>(x, score<C>(x, st), b, tag_low);
 }
 template <class C>
 __device__ __forceinline__ u64 expert_key(float x, float b, int e, const RowStats& st) {
@@ -215,7 +253,7 @@ __device__ __forceinline__ float load_float(const void* base, long long i) {
 template <class C>
 __device__ __forceinline__ float key_weight(u64 key, const void* logits, long long base, const RowStats& st) {
   if constexpr (!C::kHasBias && C::kScoring != Scoring::none) {
-    return from_orderable(static_cast<u32>(key >> 32));  // the key is the score itself
+    return __uint_as_float(static_cast<u32>(key >> 32) - (0x80000000u + kKeyOffset));  // the key is the score's bits
   } else {
     return weight<C>(load_float<typename C::Logit>(logits, base + expert_of(key)), st);
   }
@@ -317,12 +355,12 @@ constexpr bool kRefillOneFor = kSlots >= 16 || kSlots <= 5;
 /// lane's keys never runs out); a constant wherever the rounds are unrolled.
 template <int kLanes, int kSlots, int kK, int kCache, bool kPop, class HiOf, class ExpertOf,
           bool kRefillOne = kRefillOneFor<kSlots>>
-__device__ __forceinline__ void selection_round(int k, bool may_refill, const HiOf& hi, const ExpertOf& expert,
-                                                u32 (&ch)[kCache], u32 (&cx)[kCache], uint2* rec) {
+__device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiOf& hi, const ExpertOf& expert,
+                                               u32 (&ch)[kCache], u32 (&cx)[kCache], uint2* rec) {
   const u32 m = lanes_max<kLanes>(ch[0]);
   const u32 x = lanes_min<kLanes>(ch[0] == m ? cx[0] : kNoExpert);
   rec[k] = make_uint2(m, x);  // every lane of the token stores the same pair
-  if constexpr (!kPop) return;
+  if constexpr (!kPop) return m;
   // The pop by selects rather than a branch around it: a divergent branch here cost more than
   // the shift (ncu, Kimi-K3: 13 moves and 5 branch instructions per round). NOTE: a
   // warp-uniform branch (__any_sync) around the rescan made ptxas spill for sm_100a
@@ -337,7 +375,7 @@ __device__ __forceinline__ void selection_round(int k, bool may_refill, const Hi
   }
   ch[kCache - 1] = won ? 0u : ch[kCache - 1];
   cx[kCache - 1] = won ? kNoExpert : cx[kCache - 1];
-  if (!may_refill) return;
+  if (!may_refill) return m;
   if (won && cx[0] == kNoExpert) {
     if constexpr (kRefillOne) {
       // The next key below the winner only: one max pass over the slots (~7 instructions a slot
@@ -363,6 +401,7 @@ __device__ __forceinline__ void selection_round(int k, bool may_refill, const Hi
       }
     }
   }
+  return m;
 }
 
 /// select_topk on keys held in two 32-bit halves (half the instructions of 64-bit compares and
@@ -374,9 +413,10 @@ __device__ __forceinline__ void selection_round(int k, bool may_refill, const Hi
 /// rec: kK pairs of shared memory for the token's lanes (they all store the same pair each round:
 /// one store instead of the rank lane's compare and two selects, ~3 of the ALU pipe's ~20
 /// instructions a round; that pipe is what bounds large T, ncu: 68-80% of its peak).
+/// Returns the best key's upper half (the same in every lane of the token).
 template <int kLanes, int kSlots, int kK, int kCache, class HiOf, class ExpertOf>
-__device__ __forceinline__ void select_topk_split(const HiOf& hi, const ExpertOf& expert, int lane, uint2* rec,
-                                                  u64 (&sel)[kRanksOf<kLanes, kK>]) {
+__device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf& expert, int lane, uint2* rec,
+                                                 u64 (&sel)[kRanksOf<kLanes, kK>]) {
   // The cache starts as the first kCache slots sorted by a stable network (bubble order: equal
   // upper halves keep the lower expert first), then takes the other slots by insertion.
   constexpr int kSeed = kSlots < kCache ? kSlots : kCache;
@@ -395,17 +435,21 @@ __device__ __forceinline__ void select_topk_split(const HiOf& hi, const ExpertOf
   for (int s = kSeed; s < kSlots; ++s) insert_top_split(ch, cx, hi(s), expert(s));
   // The last round pops nothing; before round kCache - 1 no cache can be used up.
   constexpr bool kRefills = kCache < kSlots;
+  u32 top = 0;  // the first round's upper half: the best key's
   if constexpr (kK <= 8) {
     // Few rounds: unrolled (no loop counter, the refill test only where it can be needed).
 #pragma unroll
     for (int k = 0; k + 1 < kK; ++k) {
-      selection_round<kLanes, kSlots, kK, kCache, true>(k, kRefills && k + 1 >= kCache, hi, expert, ch, cx, rec);
+      const u32 m = selection_round<kLanes, kSlots, kK, kCache, true>(k, kRefills && k + 1 >= kCache, hi, expert, ch, cx, rec);
+      if (k == 0) top = m;
     }
   } else {
+    top = selection_round<kLanes, kSlots, kK, kCache, true>(0, kRefills && kCache == 1, hi, expert, ch, cx, rec);
 #pragma unroll 1
-    for (int k = 0; k + 1 < kK; ++k) selection_round<kLanes, kSlots, kK, kCache, true>(k, kRefills, hi, expert, ch, cx, rec);
+    for (int k = 1; k + 1 < kK; ++k) selection_round<kLanes, kSlots, kK, kCache, true>(k, kRefills, hi, expert, ch, cx, rec);
   }
-  selection_round<kLanes, kSlots, kK, kCache, false>(kK - 1, false, hi, expert, ch, cx, rec);
+  const u32 last = selection_round<kLanes, kSlots, kK, kCache, false>(kK - 1, false, hi, expert, ch, cx, rec);
+  if constexpr (kK == 1) top = last;
   __syncwarp();
 #pragma unroll
   for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) {
@@ -413,6 +457,65 @@ __device__ __forceinline__ void select_topk_split(const HiOf& hi, const ExpertOf
     const uint2 p = k < kK ? rec[k] : make_uint2(0u, kNoExpert);
     sel[r] = p.y == kNoExpert ? 0ull : pack(p.x, static_cast<int>(p.y));
   }
+  return top;
+}
+
+/// select_topk_split for up to 4 keys a lane that are all +0 or above (no bias): each key's slot
+/// rides in its two low bits, tag = key * 4 + (3 - slot) (a valid key's value needs 30 bits;
+/// the two bits shifted out are its constant 10), so a lane's tags are unique 32-bit numbers:
+/// its cache is sorted by a min/max network and popped without expert registers, and the
+/// expert of a tag is base ^ (tag & 3), base being the lane's first expert ^ 3 (its experts are
+/// first + slot, first a multiple of the slot count). A round takes the largest tag, then the
+/// lowest expert among the lanes whose tag has its value ((tag | 3) >= max). Same results as
+/// select_topk_split, with ~25 fewer instructions a token for Qwen3 (128 experts, top 8; its
+/// warp kernel is bound by instruction issue).
+template <int kSlots, int kK>
+__device__ __forceinline__ u32 select_topk_tagged(const u32 (&tag)[kSlots], u32 base, int lane, uint2* rec,
+                                                  u64 (&sel)[kRanksOf<32, kK>]) {
+  static_assert(kSlots == 1 || kSlots == 2 || kSlots == 4);
+  u32 c[kSlots];
+#pragma unroll
+  for (int i = 0; i < kSlots; ++i) c[i] = tag[i];
+  // Sorting network, descending (unique values: no stability to keep).
+  auto exchange = [&](int i, int j) {
+    const u32 hi = umax(c[i], c[j]);
+    c[j] = min(c[i], c[j]);
+    c[i] = hi;
+  };
+  if constexpr (kSlots == 2) {
+    exchange(0, 1);
+  } else if constexpr (kSlots == 4) {
+    exchange(0, 1), exchange(2, 3), exchange(0, 2), exchange(1, 3), exchange(1, 2);
+  }
+  u32 top = 0;
+#pragma unroll
+  for (int k = 0; k < kK; ++k) {
+    const u32 m = __reduce_max_sync(kFullMask, c[0]);
+    if (k == 0) top = m;
+    // (c | 3) >= m: c has m's value (independent of m: issued before the reduction returns).
+    const u32 e = (c[0] | 3u) >= m ? base ^ (c[0] & 3u) : kNoExpert;
+    const u32 x = __reduce_min_sync(kFullMask, e);
+    rec[k] = make_uint2(m, x);
+    if (k + 1 == kK) break;
+    const bool won = e == x;  // experts are unique: exactly one lane
+#pragma unroll
+    for (int i = 0; i + 1 < kSlots; ++i) c[i] = won ? c[i + 1] : c[i];
+    c[kSlots - 1] = won ? 0u : c[kSlots - 1];
+  }
+  __syncwarp();
+  // Back to untagged upper halves: value bits | 0x80000000 (valid, >= 3 after the shift) or
+  // the class.
+  auto untag = [](u32 t) {
+    const u32 h = t >> 2;
+    return h >= kFirstValid - 0x00800000u ? h | 0x80000000u : h;
+  };
+#pragma unroll
+  for (int r = 0; r < kRanksOf<32, kK>; ++r) {
+    const int k = r * 32 + lane;
+    const uint2 p = k < kK ? rec[k] : make_uint2(0u, kNoExpert);
+    sel[r] = p.y == kNoExpert ? 0ull : pack(untag(p.x), static_cast<int>(p.y));
+  }
+  return untag(top);
 }
 
 /// Rank-count selection in shared memory: `src` holds `lists` runs of `run` keys each; every
@@ -547,6 +650,10 @@ struct WarpLayout {
   // five or six remove the rescans that make T=64..128 slower than T=16 (4.5-4.6 us -> 4.0 with
   // six) but cost T=1 (3.73 -> 3.90) and T=16384 (44.9 -> 49.7 with five, 56.0 with six).
   static constexpr int kCache = kCacheFor<kSlots>;
+  // select_topk_tagged: keys of a score with no bias (all +0 or above), one vector of 1, 2 or 4
+  // experts a lane (expert(0) + slot, expert(0) a multiple of the vector width).
+  static constexpr bool kTagged = routing::kNonNegativeKeys<C> && !C::kGrouped && C::kLanes == 32 && kSlots == kVec &&
+                                  (kSlots == 4 || kSlots == 2 || kSlots == 1) && C::kK <= 32;
 };
 
 /// Loads n = kSlots values of one row (or the bias) in the warp layout: as kVec-wide vectors
@@ -641,31 +748,47 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
   bool any_finite;  // rule 6: whether the row has a finite logit
   float ex[C::kScoring == Scoring::softmax ? kSlots : 1];
   if constexpr (C::kScoring == Scoring::softmax) {
-    // The max of the finite logits also says whether there is one (0 when none).
-    u32 m = 0;
+    // The max of the finite logits (rule 1) and whether there is one (rule 6). Usually every
+    // logit is finite: the lane's max by fmaxf and a float sum of its logits as the test (finite
+    // only when every logit is, or the sum overflowed) instead of a finite test and a select per
+    // logit. Otherwise (warp-uniform, so the slices' shuffles stay converged) the careful
+    // path: non-finite logits become -inf (their keys stay invalid: -inf * 0 is NaN; their
+    // exp is 0), and the max is taken over order-preserving bits.
+    float lane_max = in_range(0) ? x[0] : neg_inf(), total = in_range(0) ? x[0] : 0.0f;
 #pragma unroll
-    for (int s = 0; s < kSlots; ++s) {
-      if (in_range(s) && finite(x[s])) m = umax(m, orderable(x[s]));
+    for (int s = 1; s < kSlots; ++s) {
+      if (in_range(s)) {
+        lane_max = fmaxf(lane_max, x[s]);
+        total = add(total, x[s]);
+      }
     }
-    m = lanes_max<kLanes>(m);
-    any_finite = m != 0;
+    u32 m = lanes_max<kLanes>(finite(total) ? orderable(lane_max) : 0xffffffffu);
+    bool careful = m == 0xffffffffu;
+    if constexpr (kLanes < 32) careful = __any_sync(kFullMask, careful);
+    if (careful) {
+      u32 lane_m = 0;
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) {
+        x[s] = finite(x[s]) ? x[s] : neg_inf();
+        if (in_range(s)) lane_m = umax(lane_m, orderable(x[s]));
+      }
+      m = lanes_max<kLanes>(lane_m);
+    }
+    any_finite = m >= 0x00800000u;  // orderable(-FLT_MAX); -inf is 0x007FFFFF
     st.max = any_finite ? from_orderable(m) : 0.0f;
     u64 q = 0;
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
       ex[s] = expf(__fsub_rn(x[s], st.max));  // kept for the keys: the score is ex / sum
-      if (in_range(s) && finite(x[s])) q += fixed_point(ex[s]);
+      if (in_range(s)) q += fixed_point(ex[s]);  // every logit finite or -inf here
     }
     st.sum = from_fixed_point(lanes_sum<kLanes, fixed_point_bits(kSlots)>(q));
   } else {
-    bool any = false;
-#pragma unroll
-    for (int s = 0; s < kSlots; ++s) any |= in_range(s) && finite(x[s]);
-    any_finite = lanes_max<kLanes>(static_cast<u32>(any)) != 0;
+    any_finite = true;  // rule 6 is settled after the selection, when its best key is invalid
   }
 
   // Keys: only the upper half (class or selection value) is held; the lower half is the
-  // expert's slot, rebuilt on use.
+  // expert's slot, rebuilt on use. L::kTagged: select_topk_tagged's form (slot in the low bits).
   u32 hi[kSlots];
   if constexpr (C::kScoring == Scoring::sigmoid) {
     // The sigmoid's reciprocal without its range check (rcp_fast); the rare y it does not cover
@@ -682,7 +805,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
         const float y = sigmoid_denominator(x[s]);
         y_max = umax(y_max, __float_as_uint(y));
         score.v[i] = rcp_fast(y);
-        hi[s] = key_hi_of_score<C>(x[s], score.v[i], b[s]);
+        hi[s] = key_hi_of_score<C, L::kTagged>(x[s], score.v[i], b[s], 3u - s);
       }
       // The selected experts' weights are these scores (rule 5): kept for the finish.
       const int e = L::expert(j * L::kVec, lane);
@@ -697,7 +820,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
         const float y = sigmoid_denominator(xs);
         if (!rcp_fast_ok(y)) {
           const float score = __frcp_rn(y);
-          hi[s] = key_hi_of_score<C>(xs, score, C::kHasBias ? load_float<typename C::Bias>(a.bias, e) : 0.0f);
+          hi[s] = key_hi_of_score<C, L::kTagged>(xs, score, C::kHasBias ? load_float<typename C::Bias>(a.bias, e) : 0.0f, 3u - s);
           if constexpr (kScoresShared) s_score[slice][e] = score;
         }
       }
@@ -715,17 +838,17 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
       low = min(low, __float_as_uint(ex[s]) - 1u);
-      hi[s] = key_hi_of_score<C>(x[s], div_by_rcp(ex[s], st.sum, inv_sum), b[s]);
+      hi[s] = key_hi_of_score<C, L::kTagged>(x[s], div_by_rcp(ex[s], st.sum, inv_sum), b[s], 3u - s);
     }
     if (low < tiny - 1u) {
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
-        if (__float_as_uint(ex[s]) - 1u < tiny - 1u) hi[s] = key_hi_of_score<C>(x[s], __fdiv_rn(ex[s], st.sum), b[s]);
+        if (__float_as_uint(ex[s]) - 1u < tiny - 1u) hi[s] = key_hi_of_score<C, L::kTagged>(x[s], __fdiv_rn(ex[s], st.sum), b[s], 3u - s);
       }
     }
   } else {
 #pragma unroll
-    for (int s = 0; s < kSlots; ++s) hi[s] = key_hi<C>(x[s], b[s], st);
+    for (int s = 0; s < kSlots; ++s) hi[s] = key_hi<C, L::kTagged>(x[s], b[s], st, 3u - s);
   }
 
   if constexpr (C::kGrouped && L::kGroupLanes > 0) {
@@ -826,10 +949,37 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
 
   __shared__ uint2 s_rec[C::kWarpsPerBlock * (32 / kLanes)][C::kK];
   u64 sel[kRanksOf<kLanes, C::kK>];
-  select_topk_split<kLanes, kSlots, C::kK, L::kCache>(
-      [&](int s) { return in_range(s) ? hi[s] : 0u; },
-      [&](int s) { return in_range(s) ? static_cast<u32>(L::expert(s, lane)) : kNoExpert; }, lane,
-      s_rec[slice], sel);
+  u32 top;
+  if constexpr (L::kTagged) {
+    u32 tag[kSlots];
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) tag[s] = in_range(s) ? hi[s] : 0u;  // hi holds tagged keys
+    top = select_topk_tagged<kSlots, C::kK>(tag, static_cast<u32>(L::expert(0, lane)) ^ 3u, lane, s_rec[slice], sel);
+  } else {
+    top = select_topk_split<kLanes, kSlots, C::kK, L::kCache>(
+        [&](int s) { return in_range(s) ? hi[s] : 0u; },
+        [&](int s) { return in_range(s) ? static_cast<u32>(L::expert(s, lane)) : kNoExpert; }, lane,
+        s_rec[slice], sel);
+  }
+  if constexpr (C::kScoring != Scoring::softmax) {
+    // Rule 6: a valid best key means a finite logit. Otherwise (rare; grouped, a finite logit
+    // may sit in a dropped group) the row is read again and tested: a finite test per logit on
+    // every row cost ~10% of the ALU instructions (Kimi-K3: 28 a lane). Warp-uniform, so the
+    // slices' shuffles stay converged.
+    bool recheck = top < kFirstValid;
+    if constexpr (kLanes < 32) recheck = __any_sync(kFullMask, recheck);
+    if (recheck) {
+      // A loop, not unrolled: unrolled, ptxas turned this branch into predicated loads and
+      // tests issued on every row (GLM-4.5: 15 instructions a token, T=1 1.82 -> 1.90 us).
+      bool any = false;
+#pragma unroll 1
+      for (int s = 0; s < kSlots; ++s) {
+        const int e = L::expert(s, lane);
+        any |= e < C::kE && finite(load_float<typename C::Logit>(a.logits, row * C::kE + e));
+      }
+      any_finite = lanes_max<kLanes>(static_cast<u32>(any)) != 0;
+    }
+  }
   const long long base = row * C::kE;
   finish_row<C, kLanes>(sel, lane, row, active, any_finite, [&](u64 key) {
     if constexpr (kScoresShared) {

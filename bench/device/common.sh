@@ -7,11 +7,12 @@ export MOEJIT_CACHE_DIR=${MOEJIT_CACHE_DIR:-/tmp/moejit-cache} PYTHONUNBUFFERED=
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 B=${B:-.carry}
-# ncu_sass NAME OP: every SASS line of OP's warp routing kernel at T=16384 with its count per token
+# ncu_sass NAME OP [BIN]: every SASS line of OP's warp routing kernel at T=16384 with its count per token
 # ($OUT/NAME_sass.txt, by sass_summary.py; the CSV stays in /tmp), and the two summary lines.
+# BIN (optional third argument): the binary to profile ($B/moejit).
 ncu_sass() {
   timeout 150 ncu --section SourceCounters --kernel-name regex:routing_warp --launch-count 1 \
-    --page source --csv --print-source sass $B/moejit bench bench/specs/routing.json --op $2 --tokens 16384 --calls 1 --replays 1 > /tmp/$1.csv 2>&1
+    --page source --csv --print-source sass ${3:-$B/moejit} bench bench/specs/routing.json --op $2 --tokens 16384 --calls 1 --replays 1 > /tmp/$1.csv 2>&1
   python3 bench/device/sass_summary.py /tmp/$1.csv 16384 0 > $OUT/$1_sass.txt
   head -2 $OUT/$1_sass.txt
 }
@@ -65,4 +66,14 @@ routing_beside_torch() {
   timeout 240 python3 bench/routing_torch.py --moejit $B/moejit --json $OUT/routing.json --crossover $OUT/crossover.json 2>&1 |
     grep -v -E "^\\$|warn|Online softmax|split the|important use|softmax\.$|^$|UserWarning" > $OUT/routing.txt
   tail -40 $OUT/routing.txt
+}
+# inst_per_token NAME BIN OP [TOKENS]: warp instructions per token of OP's warp routing kernel
+# (ncu: all, ALU pipe, FMA pipe, FMA-heavy pipe) at TOKENS (16384), one line tagged NAME.
+inst_per_token() {
+  local name=$1 bin=$2 op=$3 t=${4:-16384}
+  timeout 120 ncu --metrics smsp__inst_executed.sum,sm__inst_executed_pipe_alu.sum,sm__inst_executed_pipe_fma.sum,sm__inst_executed_pipe_fmaheavy.sum \
+    --kernel-name regex:routing_warp --launch-count 1 $bin bench bench/specs/routing.json --op $op --tokens $t --calls 1 --replays 1 2>&1 |
+    awk -v n=$name -v op=$op -v t=$t '/smsp__inst_executed.sum/{a=$NF} /pipe_alu.sum/{b=$NF} /pipe_fma.sum/{c=$NF} /pipe_fmaheavy.sum/{d=$NF}
+      END {gsub(",","",a); gsub(",","",b); gsub(",","",c); gsub(",","",d);
+           printf "%-6s %-18s inst/token %6.1f  alu %6.1f  fma %6.1f  fmaheavy %6.1f\n", n, op, a/t, b/t, c/t, d/t}'
 }
