@@ -4,14 +4,7 @@
 # behind dense per real row with ~2.9 chunks a thread against dense's 4 (more, shorter blocks).
 # Masked at T_max 256/2048/8192 (half full: 1024/8192/32768 real rows), dense at those row counts.
 source "$(dirname "$0")/common.sh"
-S=bench/specs/activation.json
-for round in 1 2 3; do
-  for v in t32 t24 t20; do
-    bin=$B/moejit; [ $v != t32 ] && bin=$B/moejit_$v
-    echo "### $v $round" >> $OUT/bench.txt
-    timeout 60 $bin bench $S --op situ_3072_masked,silu_2048_masked --tokens 256,2048,8192 >> $OUT/bench.txt 2>&1
-    timeout 60 $bin bench $S --op situ_3072,silu_2048 --tokens 1024,8192,32768 >> $OUT/bench.txt 2>&1
-  done
-done
+SPEC=bench/specs/activation.json BASE=t32 ab_variants "t32 t24 t20" situ_3072_masked,silu_2048_masked 256,2048,8192 \
+  situ_3072,silu_2048 1024,8192,32768
 python3 bench/device/ab_table.py $OUT/bench.txt | tee $OUT/table.txt
 grep -m3 -E "^op|masked" $OUT/bench.txt | head -3

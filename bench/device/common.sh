@@ -37,17 +37,18 @@ ab_run() {
   ab_bench "$@"
 }
 # ab_variants "V1 V2 ..." OPS TOKENS [OPS TOKENS ...] (TOKENS comma-separated): three rounds of
-# the routing bench spec's OPS at their TOKENS with each variant's binary in turn ($B/moejit for
-# `new`, else $B/moejit_V), as `### V ROUND` sections.
+# SPEC's (the routing bench spec's) OPS at their TOKENS with each variant's binary in turn
+# ($B/moejit for the variant named BASE, `new` by default, else $B/moejit_V), as `### V ROUND`
+# sections.
 ab_variants() {
-  local variants=$1
+  local variants=$1 spec=${SPEC:-bench/specs/routing.json} base=${BASE:-new}
   shift
   local args=("$@")
   for round in 1 2 3; do
     for v in $variants; do
-      local bin=$B/moejit; [ $v != new ] && bin=$B/moejit_$v
+      local bin=$B/moejit; [ $v != $base ] && bin=$B/moejit_$v
       echo "### $v $round" >> $OUT/bench.txt
-      for ((i = 0; i < ${#args[@]}; i += 2)); do ab_bench $bin bench/specs/routing.json ${args[i]} ${args[i+1]}; done
+      for ((i = 0; i < ${#args[@]}; i += 2)); do ab_bench $bin $spec ${args[i]} ${args[i+1]}; done
     done
   done
 }
@@ -76,4 +77,13 @@ inst_per_token() {
     awk -v n=$name -v op=$op -v t=$t '/smsp__inst_executed.sum/{a=$NF} /pipe_alu.sum/{b=$NF} /pipe_fma.sum/{c=$NF} /pipe_fmaheavy.sum/{d=$NF}
       END {gsub(",","",a); gsub(",","",b); gsub(",","",c); gsub(",","",d);
            printf "%-6s %-18s inst/token %6.1f  alu %6.1f  fma %6.1f  fmaheavy %6.1f\n", n, op, a/t, b/t, c/t, d/t}'
+}
+# closing_checks: every [gpu] test, the routing table beside torch with the crossover, cold warmup
+# of every shipped and bench spec, and `moejit run` against --reference (a session's closing run).
+closing_checks() {
+  gpu_tests
+  routing_beside_torch
+  $B/moejit warmup specs/ bench/specs/ --arch sm_90a -q | grep -E "^warmup" | tee $OUT/warmup.txt
+  echo "== moejit run vs --reference"
+  timeout 60 python3 tests/gpu/run_npy.py --moejit $B/moejit 2>&1 | tail -2
 }
