@@ -87,6 +87,8 @@ __device__ __forceinline__ u32 key_of_value(float v) {
   if constexpr (kNonNegative) return __float_as_uint(v) + (0x80000000u + kKeyOffset);
   return orderable(v) + kKeyOffset;
 }
+/// key_of_value<true>'s inverse, for valid keys.
+__device__ __forceinline__ float value_of_nonnegative_key(u32 hi) { return __uint_as_float(hi - (0x80000000u + kKeyOffset)); }
 /// The value a key stands for: the classes 0..2 give NaN (bits 0x7FFFFFFD..0x7FFFFFFF).
 __device__ __forceinline__ float value_of_key(u32 hi) { return from_orderable(hi - kKeyOffset); }
 __device__ __forceinline__ u64 pack(u32 hi, int expert) {
@@ -253,7 +255,7 @@ __device__ __forceinline__ float load_float(const void* base, long long i) {
 template <class C>
 __device__ __forceinline__ float key_weight(u64 key, const void* logits, long long base, const RowStats& st) {
   if constexpr (!C::kHasBias && C::kScoring != Scoring::none) {
-    return __uint_as_float(static_cast<u32>(key >> 32) - (0x80000000u + kKeyOffset));  // the key is the score's bits
+    return value_of_nonnegative_key(static_cast<u32>(key >> 32));  // the key is the score's bits
   } else {
     return weight<C>(load_float<typename C::Logit>(logits, base + expert_of(key)), st);
   }
@@ -303,6 +305,20 @@ __device__ __forceinline__ void select_topk(const KeyOf& key, int lane, u64 (&se
         }
       }
     }
+  }
+}
+
+/// After the last selection round: lane `lane` reads the (upper half, expert) pairs of its ranks
+/// lane, lane + kLanes, ... from rec (every round's pair, in shared memory) into sel;
+/// upper(h) turns a recorded upper half into the key's.
+template <int kLanes, int kK, class Upper>
+__device__ __forceinline__ void read_ranks(const uint2* rec, int lane, u64 (&sel)[kRanksOf<kLanes, kK>], const Upper& upper) {
+  __syncwarp();
+#pragma unroll
+  for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) {
+    const int k = r * kLanes + lane;
+    const uint2 p = k < kK ? rec[k] : make_uint2(0u, kNoExpert);
+    sel[r] = p.y == kNoExpert ? 0ull : pack(upper(p.x), static_cast<int>(p.y));
   }
 }
 
@@ -450,13 +466,7 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
   }
   const u32 last = selection_round<kLanes, kSlots, kK, kCache, false>(kK - 1, false, hi, expert, ch, cx, rec);
   if constexpr (kK == 1) top = last;
-  __syncwarp();
-#pragma unroll
-  for (int r = 0; r < kRanksOf<kLanes, kK>; ++r) {
-    const int k = r * kLanes + lane;
-    const uint2 p = k < kK ? rec[k] : make_uint2(0u, kNoExpert);
-    sel[r] = p.y == kNoExpert ? 0ull : pack(p.x, static_cast<int>(p.y));
-  }
+  read_ranks<kLanes, kK>(rec, lane, sel, [](u32 h) { return h; });
   return top;
 }
 
@@ -502,19 +512,13 @@ __device__ __forceinline__ u32 select_topk_tagged(const u32 (&tag)[kSlots], u32 
     for (int i = 0; i + 1 < kSlots; ++i) c[i] = won ? c[i + 1] : c[i];
     c[kSlots - 1] = won ? 0u : c[kSlots - 1];
   }
-  __syncwarp();
-  // Back to untagged upper halves: value bits | 0x80000000 (valid, >= 3 after the shift) or
-  // the class.
+  // Back to untagged upper halves: value bits | 0x80000000 (a valid key, >= 3 after the shift)
+  // or the class.
   auto untag = [](u32 t) {
     const u32 h = t >> 2;
-    return h >= kFirstValid - 0x00800000u ? h | 0x80000000u : h;
+    return h >= kKeyOffset ? h | 0x80000000u : h;
   };
-#pragma unroll
-  for (int r = 0; r < kRanksOf<32, kK>; ++r) {
-    const int k = r * 32 + lane;
-    const uint2 p = k < kK ? rec[k] : make_uint2(0u, kNoExpert);
-    sel[r] = p.y == kNoExpert ? 0ull : pack(untag(p.x), static_cast<int>(p.y));
-  }
+  read_ranks<32, kK>(rec, lane, sel, untag);
   return untag(top);
 }
 
