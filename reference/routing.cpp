@@ -150,7 +150,7 @@ std::vector<float> weights_for(const RoutingSpec& op, const float* x, const Rout
 std::string RoutingHarness::variant_name(int variant) const {
   switch (variant) {
     case 0: return "normal";
-    case 1: return "equal and tied logits";
+    case 1: return "equal and tied logits; best keys crowded into a few lanes";
     default: return "NaN (with payloads), +-inf, far-apart and all-invalid rows; non-finite bias entries";
   }
 }
@@ -176,6 +176,7 @@ void RoutingHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tenso
         if (pattern == 0) v = same;                        // a row of equal logits
         else if (pattern <= 3) v = static_cast<float>(small(rng));  // many exact ties
         else if (pattern == 4 && e % 2) v = same;
+        else if (pattern == 5 && e % 128 < 4) v += 12.0f;  // the best keys crowd into one lane or a few
       } else if (variant == 2) {
         const int p = pick(rng);
         if (pattern == 0) v = p < 50 ? std::nanf("") : (p < 75 ? kInf : -kInf);  // no finite logit

@@ -10,9 +10,11 @@
 // takes K maxima in turn: each lane keeps the best two (or three) of its own keys, the lanes of
 // a token reduce (redux.sync on a full warp), the lane that held the winner pops it and rescans
 // its keys below the winner only when its cache is used up. The warp kernel holds its keys as
-// two 32-bit halves (upper half, expert) and reduces each in turn (or, up to 4 keys a lane with
-// no bias, as one number with the slot in its low bits: select_topk_tagged); each round's pair
-// goes to shared memory, read back by the lane of its rank after the last round. At large T the
+// two 32-bit halves (upper half, expert) (or, up to 4 keys a lane with no bias, as one number
+// with the slot in its low bits: select_topk_tagged); a round reduces the upper halves only and
+// the lane holding the largest wins -- a tie between lanes (bitwise-equal keys) is only counted,
+// and then the exact rounds (a second reduction for the lowest expert) run again. Each round's
+// pair goes to shared memory, read back by the lane of its rank after the last round. At large T the
 // kernels are bound by the ALU pipe (ncu, H200: 68-80% of its peak, half the rate of the FMA
 // pipe) or by instruction issue, so their instructions are the ones counted: validity by FMAs
 // and the +3, selects only where no store or FMA does.
@@ -363,27 +365,56 @@ __device__ __forceinline__ void exchange_split(u32& hi_i, u32& x_i, u32& hi_j, u
 /// lane; T=4/64/128 4.46/4.50/4.62 -> 3.92/3.97/4.18 us, T=16384 45.0 -> 44.3), GLM-4.5 (5; T=1
 /// 2.29 -> 2.07, T=128 2.50 -> 2.21) and Qwen3 (4; within 0.1 us, 16384 11.47 -> 11.34), slower
 /// for DeepSeek-V3 (8; T=1 2.25 -> 2.63, 16384 17.9 -> 18.8) and Kimi-K2 (12; T=1 2.23 -> 2.46).
+/// A compile-time flag passed to a generic lambda.
+template <bool kValue>
+struct Flag {
+  static constexpr bool value = kValue;
+};
+
 template <int kSlots>
 constexpr bool kRefillOneFor = kSlots >= 16 || kSlots <= 5;
 
 /// kPop: the round is not the last (the winner is popped). may_refill: a cache may be used up by
 /// this round (a lane caching kCache keys wins kCache rounds first, and a cache holding all its
 /// lane's keys never runs out); a constant wherever the rounds are unrolled.
-template <int kLanes, int kSlots, int kK, int kCache, bool kPop, class HiOf, class ExpertOf,
+/// kFast (a whole warp only): the lane whose head is m wins, and `wins` counts the lane's wins.
+/// When several lanes hold m (a tie) they all win, so the wins summed over the warp exceed the
+/// rounds, and rec is then not the selection: the caller runs the exact rounds again. So the
+/// common round has one reduction on its dependency chain instead of two, and ~3 instructions
+/// fewer; the exact round takes the lowest expert among the lanes that hold m by a second one.
+template <int kLanes, int kSlots, int kK, int kCache, bool kPop, bool kFast, class HiOf, class ExpertOf,
           bool kRefillOne = kRefillOneFor<kSlots>>
 __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiOf& hi, const ExpertOf& expert,
-                                               u32 (&ch)[kCache], u32 (&cx)[kCache], uint2* rec) {
+                                               u32 (&ch)[kCache], u32 (&cx)[kCache], uint2* rec, int& wins,
+                                               unsigned& last_holders) {
+  static_assert(!kFast || kLanes == 32);
   const u32 m = lanes_max<kLanes>(ch[0]);
-  const u32 x = lanes_min<kLanes>(ch[0] == m ? cx[0] : kNoExpert);
-  rec[k] = make_uint2(m, x);  // every lane of the token stores the same pair
+  bool won;
+  u32 x;
+  if constexpr (kFast) {
+    won = ch[0] == m;
+    x = cx[0];  // the winner's expert, in the lane that won (the only one that uses it)
+    if constexpr (kPop) {
+      wins += won ? 1 : 0;
+    } else {
+      last_holders = __ballot_sync(kFullMask, won);  // the last round's ties: no sum to wait for
+    }
+    if (won) rec[k] = make_uint2(m, x);
+  } else {
+    x = lanes_min<kLanes>(ch[0] == m ? cx[0] : kNoExpert);
+    rec[k] = make_uint2(m, x);  // every lane of the token stores the same pair
+    won = cx[0] == x;  // experts are unique: exactly one lane
+  }
   if constexpr (!kPop) return m;
+  // Whether this pop uses the lane's cache up, from the cache before the pop: off the chain
+  // from the reduction to the refill branch.
+  const bool used_up = won & (kCache == 1 || cx[kCache > 1 ? 1 : 0] == kNoExpert);  // (&: no short circuit)
   // The pop by selects rather than a branch around it: a divergent branch here cost more than
   // the shift (ncu, Kimi-K3: 13 moves and 5 branch instructions per round). NOTE: a
   // warp-uniform branch (__any_sync) around the rescan made ptxas spill for sm_100a
-  // (Kimi-K3-sized, bf16 logits); the lane's own branch does not. (A ballot of the lanes
-  // holding m, taking the lowest-expert reduction only on ties, hung the warp on DeepSeek-V3
-  // and was slower for Kimi-K3: bench/results/2026-12-01-b/rounds.)
-  const bool won = cx[0] == x;  // experts are unique: exactly one lane
+  // (Kimi-K3-sized, bf16 logits); the lane's own branch does not. A ballot every round with
+  // the lowest-expert reduction in a uniform branch (2026-12-01-b/rounds) and no refills in the
+  // fast rounds (a used-up cache forcing the exact rounds, 2026-12-01-d/no-refill) were slower.
 #pragma unroll
   for (int i = 0; i + 1 < kCache; ++i) {
     ch[i] = won ? ch[i + 1] : ch[i];
@@ -392,7 +423,7 @@ __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiO
   ch[kCache - 1] = won ? 0u : ch[kCache - 1];
   cx[kCache - 1] = won ? kNoExpert : cx[kCache - 1];
   if (!may_refill) return m;
-  if (won && cx[0] == kNoExpert) {
+  if (used_up) {
     if constexpr (kRefillOne) {
       // The next key below the winner only: one max pass over the slots (~7 instructions a slot
       // instead of a kCache insertion's ~21 for Kimi-K3); a lane that wins again rescans again.
@@ -425,7 +456,8 @@ __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiO
 /// (kNoExpert for none). Upper halves are >= 1 for every expert (the class of an excluded one
 /// is 1), so an empty cache entry (0, kNoExpert) is below every key. Each round takes the
 /// largest upper half over the lanes, then the lowest expert among the lanes that hold it: the
-/// same order, and the same results, as select_topk on pack(hi, expert).
+/// same order, and the same results, as select_topk on pack(hi, expert) -- on a whole warp the
+/// second step only when the first found a tie (selection_round's kFast).
 /// rec: kK pairs of shared memory for the token's lanes (they all store the same pair each round:
 /// one store instead of the rank lane's compare and two selects, ~3 of the ALU pipe's ~20
 /// instructions a round; that pipe is what bounds large T, ncu: 68-80% of its peak).
@@ -436,36 +468,64 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
   // The cache starts as the first kCache slots sorted by a stable network (bubble order: equal
   // upper halves keep the lower expert first), then takes the other slots by insertion.
   constexpr int kSeed = kSlots < kCache ? kSlots : kCache;
-  u32 ch[kCache], cx[kCache];
-#pragma unroll
-  for (int i = 0; i < kCache; ++i) {
-    ch[i] = i < kSeed ? hi(i) : 0u;
-    cx[i] = i < kSeed ? expert(i) : kNoExpert;
-  }
-#pragma unroll
-  for (int top = 0; top + 1 < kSeed; ++top) {  // the largest of [top, kSeed) rises to top
-#pragma unroll
-    for (int i = kSeed - 2; i >= top; --i) exchange_split(ch[i], cx[i], ch[i + 1], cx[i + 1]);
-  }
-#pragma unroll
-  for (int s = kSeed; s < kSlots; ++s) insert_top_split(ch, cx, hi(s), expert(s));
   // The last round pops nothing; before round kCache - 1 no cache can be used up.
   constexpr bool kRefills = kCache < kSlots;
-  u32 top = 0;  // the first round's upper half: the best key's
-  if constexpr (kK <= 8) {
-    // Few rounds: unrolled (no loop counter, the refill test only where it can be needed).
+  int wins = 0;
+  unsigned last_holders = 0;
+  auto rounds = [&](auto fast) {
+    constexpr bool kFast = decltype(fast)::value;
+    u32 ch[kCache], cx[kCache];
 #pragma unroll
-    for (int k = 0; k + 1 < kK; ++k) {
-      const u32 m = selection_round<kLanes, kSlots, kK, kCache, true>(k, kRefills && k + 1 >= kCache, hi, expert, ch, cx, rec);
-      if (k == 0) top = m;
+    for (int i = 0; i < kCache; ++i) {
+      ch[i] = i < kSeed ? hi(i) : 0u;
+      cx[i] = i < kSeed ? expert(i) : kNoExpert;
     }
-  } else {
-    top = selection_round<kLanes, kSlots, kK, kCache, true>(0, kRefills && kCache == 1, hi, expert, ch, cx, rec);
+#pragma unroll
+    for (int top = 0; top + 1 < kSeed; ++top) {  // the largest of [top, kSeed) rises to top
+#pragma unroll
+      for (int i = kSeed - 2; i >= top; --i) exchange_split(ch[i], cx[i], ch[i + 1], cx[i + 1]);
+    }
+#pragma unroll
+    for (int s = kSeed; s < kSlots; ++s) insert_top_split(ch, cx, hi(s), expert(s));
+    u32 top = 0;  // the first round's upper half: the best key's
+    if constexpr (kK <= 8) {
+      // Few rounds: unrolled (no loop counter, the refill test only where it can be needed).
+#pragma unroll
+      for (int k = 0; k + 1 < kK; ++k) {
+        const u32 m = selection_round<kLanes, kSlots, kK, kCache, true, kFast>(k, kRefills && k + 1 >= kCache, hi, expert,
+                                                                               ch, cx, rec, wins, last_holders);
+        if (k == 0) top = m;
+      }
+    } else {
+      top = selection_round<kLanes, kSlots, kK, kCache, true, kFast>(0, kRefills && kCache == 1, hi, expert, ch, cx, rec, wins, last_holders);
+      // Up to 16 rounds by two: a loop of one round was slower (Kimi-K3 T=128 3.54 vs 3.43
+      // us), all rounds unrolled slower still at small T (the refill code of every round: 3.76).
+      // More rounds by one (by two, ptxas spilled for 512 experts, top 32, sm_100a).
+      if constexpr (kK <= 16) {
+#pragma unroll 2
+        for (int k = 1; k + 1 < kK; ++k)
+          selection_round<kLanes, kSlots, kK, kCache, true, kFast>(k, kRefills, hi, expert, ch, cx, rec, wins, last_holders);
+      } else {
 #pragma unroll 1
-    for (int k = 1; k + 1 < kK; ++k) selection_round<kLanes, kSlots, kK, kCache, true>(k, kRefills, hi, expert, ch, cx, rec);
+        for (int k = 1; k + 1 < kK; ++k)
+          selection_round<kLanes, kSlots, kK, kCache, true, kFast>(k, kRefills, hi, expert, ch, cx, rec, wins, last_holders);
+      }
+    }
+    const u32 last = selection_round<kLanes, kSlots, kK, kCache, false, kFast>(kK - 1, false, hi, expert, ch, cx, rec, wins, last_holders);
+    return kK == 1 ? last : top;
+  };
+  // A whole warp: the rounds without the tie rule's second reduction, and only when two lanes
+  // held the same largest upper half in some round (rare: bitwise-equal keys of different
+  // experts), the exact rounds again.
+  u32 top;
+  if constexpr (kLanes == 32) {
+    top = rounds(Flag<true>{});
+    // The sum of the popping rounds' wins can start before the last round's reduction returns.
+    const bool tie = __reduce_add_sync(kFullMask, static_cast<u32>(wins)) != kK - 1 || (last_holders & (last_holders - 1u)) != 0u;
+    if (tie) top = rounds(Flag<false>{});
+  } else {
+    top = rounds(Flag<false>{});
   }
-  const u32 last = selection_round<kLanes, kSlots, kK, kCache, false>(kK - 1, false, hi, expert, ch, cx, rec);
-  if constexpr (kK == 1) top = last;
   read_ranks<kLanes, kK>(rec, lane, sel, [](u32 h) { return h; });
   return top;
 }
@@ -476,42 +536,67 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
 /// its cache is sorted by a min/max network and popped without expert registers, and the
 /// expert of a tag is base ^ (tag & 3), base being the lane's first expert ^ 3 (its experts are
 /// first + slot, first a multiple of the slot count). A round takes the largest tag, then the
-/// lowest expert among the lanes whose tag has its value ((tag | 3) >= max). Same results as
+/// lowest expert among the lanes whose tag has its value ((tag | 3) >= max) -- that second
+/// reduction only when some round had two such lanes (kFast below). Same results as
 /// select_topk_split, with ~25 fewer instructions a token for Qwen3 (128 experts, top 8; its
 /// warp kernel is bound by instruction issue).
 template <int kSlots, int kK>
 __device__ __forceinline__ u32 select_topk_tagged(const u32 (&tag)[kSlots], u32 base, int lane, uint2* rec,
                                                   u64 (&sel)[kRanksOf<32, kK>]) {
   static_assert(kSlots == 1 || kSlots == 2 || kSlots == 4);
-  u32 c[kSlots];
+  // kFast: the lane holding the largest tag wins; `holds` counts the rounds in which the lane's
+  // head has that tag's value, so over the warp they sum to more than the rounds only when two
+  // lanes tied on a value -- and then the exact rounds run again (as in select_topk_split).
+  int holds = 0;
+  unsigned last_holders = 0;
+  auto rounds = [&](auto fast) {
+    constexpr bool kFast = decltype(fast)::value;
+    u32 c[kSlots];
 #pragma unroll
-  for (int i = 0; i < kSlots; ++i) c[i] = tag[i];
-  // Sorting network, descending (unique values: no stability to keep).
-  auto exchange = [&](int i, int j) {
-    const u32 hi = umax(c[i], c[j]);
-    c[j] = min(c[i], c[j]);
-    c[i] = hi;
+    for (int i = 0; i < kSlots; ++i) c[i] = tag[i];
+    // Sorting network, descending (unique values: no stability to keep).
+    auto exchange = [&](int i, int j) {
+      const u32 hi = umax(c[i], c[j]);
+      c[j] = min(c[i], c[j]);
+      c[i] = hi;
+    };
+    if constexpr (kSlots == 2) {
+      exchange(0, 1);
+    } else if constexpr (kSlots == 4) {
+      exchange(0, 1), exchange(2, 3), exchange(0, 2), exchange(1, 3), exchange(1, 2);
+    }
+    u32 top = 0;
+#pragma unroll
+    for (int k = 0; k < kK; ++k) {
+      const u32 m = __reduce_max_sync(kFullMask, c[0]);
+      if (k == 0) top = m;
+      // (c | 3) >= m: c has m's value (independent of m: issued before the reduction returns).
+      const bool holds_m = (c[0] | 3u) >= m;
+      bool won;
+      if constexpr (kFast) {
+        won = c[0] == m;
+        if (k + 1 < kK) {
+          holds += holds_m ? 1 : 0;
+        } else {
+          last_holders = __ballot_sync(kFullMask, holds_m);
+        }
+        if (won) rec[k] = make_uint2(m, base ^ (c[0] & 3u));
+      } else {
+        const u32 e = holds_m ? base ^ (c[0] & 3u) : kNoExpert;
+        const u32 x = __reduce_min_sync(kFullMask, e);
+        rec[k] = make_uint2(m, x);
+        won = e == x;  // experts are unique: exactly one lane
+      }
+      if (k + 1 == kK) break;
+#pragma unroll
+      for (int i = 0; i + 1 < kSlots; ++i) c[i] = won ? c[i + 1] : c[i];
+      c[kSlots - 1] = won ? 0u : c[kSlots - 1];
+    }
+    return top;
   };
-  if constexpr (kSlots == 2) {
-    exchange(0, 1);
-  } else if constexpr (kSlots == 4) {
-    exchange(0, 1), exchange(2, 3), exchange(0, 2), exchange(1, 3), exchange(1, 2);
-  }
-  u32 top = 0;
-#pragma unroll
-  for (int k = 0; k < kK; ++k) {
-    const u32 m = __reduce_max_sync(kFullMask, c[0]);
-    if (k == 0) top = m;
-    // (c | 3) >= m: c has m's value (independent of m: issued before the reduction returns).
-    const u32 e = (c[0] | 3u) >= m ? base ^ (c[0] & 3u) : kNoExpert;
-    const u32 x = __reduce_min_sync(kFullMask, e);
-    rec[k] = make_uint2(m, x);
-    if (k + 1 == kK) break;
-    const bool won = e == x;  // experts are unique: exactly one lane
-#pragma unroll
-    for (int i = 0; i + 1 < kSlots; ++i) c[i] = won ? c[i + 1] : c[i];
-    c[kSlots - 1] = won ? 0u : c[kSlots - 1];
-  }
+  u32 top = rounds(Flag<true>{});
+  if (__reduce_add_sync(kFullMask, static_cast<u32>(holds)) != kK - 1 || (last_holders & (last_holders - 1u)) != 0u)
+    top = rounds(Flag<false>{});
   // Back to untagged upper halves: value bits | 0x80000000 (a valid key, >= 3 after the shift)
   // or the class.
   auto untag = [](u32 t) {
