@@ -365,6 +365,17 @@ __device__ __forceinline__ void exchange_split(u32& hi_i, u32& x_i, u32& hi_j, u
 /// lane; T=4/64/128 4.46/4.50/4.62 -> 3.92/3.97/4.18 us, T=16384 45.0 -> 44.3), GLM-4.5 (5; T=1
 /// 2.29 -> 2.07, T=128 2.50 -> 2.21) and Qwen3 (4; within 0.1 us, 16384 11.47 -> 11.34), slower
 /// for DeepSeek-V3 (8; T=1 2.25 -> 2.63, 16384 17.9 -> 18.8) and Kimi-K2 (12; T=1 2.23 -> 2.46).
+/// *p = (a, b) in the lanes where `store` holds, p in shared memory: one predicated store. (With
+/// `if (store) *p = ...` ptxas rebuilt p's address under the predicate at every round, ~7
+/// instructions: Kimi-K2 +55 instructions a token.)
+__device__ __forceinline__ void store_if(bool store, uint2* p, u32 a, u32 b) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p st.shared.v2.u32 [%1], {%2, %3};\n\t}" ::"r"(
+          static_cast<u32>(store)),
+      "r"(static_cast<u32>(__cvta_generic_to_shared(p))), "r"(a), "r"(b)
+      : "memory");
+}
+
 /// A compile-time flag passed to a generic lambda.
 template <bool kValue>
 struct Flag {
@@ -399,7 +410,7 @@ __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiO
     } else {
       last_holders = __ballot_sync(kFullMask, won);  // the last round's ties: no sum to wait for
     }
-    if (won) rec[k] = make_uint2(m, x);
+    store_if(won, rec + k, m, x);
   } else {
     x = lanes_min<kLanes>(ch[0] == m ? cx[0] : kNoExpert);
     rec[k] = make_uint2(m, x);  // every lane of the token stores the same pair
@@ -580,7 +591,7 @@ __device__ __forceinline__ u32 select_topk_tagged(const u32 (&tag)[kSlots], u32 
         } else {
           last_holders = __ballot_sync(kFullMask, holds_m);
         }
-        if (won) rec[k] = make_uint2(m, base ^ (c[0] & 3u));
+        store_if(won, rec + k, m, base ^ (c[0] & 3u));
       } else {
         const u32 e = holds_m ? base ^ (c[0] & 3u) : kNoExpert;
         const u32 x = __reduce_min_sync(kFullMask, e);
