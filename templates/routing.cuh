@@ -528,8 +528,10 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
   // A whole warp: the rounds without the tie rule's second reduction, and only when two lanes
   // held the same largest upper half in some round (rare: bitwise-equal keys of different
   // experts), the exact rounds again.
+  // Up to 16 rounds: with both sets of rounds in one kernel, more made ptxas spill (512 experts,
+  // top 32, 32 groups on sm_100a), and the rounds' latency matters most at small K anyway.
   u32 top;
-  if constexpr (kLanes == 32) {
+  if constexpr (kLanes == 32 && kK <= 16) {
     top = rounds(Flag<true>{});
     // The sum of the popping rounds' wins can start before the last round's reduction returns.
     const bool tie = __reduce_add_sync(kFullMask, static_cast<u32>(wins)) != kK - 1 || (last_holders & (last_holders - 1u)) != 0u;
