@@ -357,14 +357,6 @@ __device__ __forceinline__ void exchange_split(u32& hi_i, u32& x_i, u32& hi_j, u
   x_j = swap ? x : x_j;
 }
 
-/// One selection round of select_topk_split: the largest upper half over the lanes, the lowest
-/// expert among the lanes that hold it, recorded at rec[k] in shared memory; the lane that held
-/// the winner pops it and, when its cache is used up, rescans its keys below the winner.
-/// What a rescan refills: the next key only, or the cache's kCache keys. H200, one run beside
-/// each other (bench/results/2026-11-29-e/refill-one): one key is faster for Kimi-K3 (28 slots a
-/// lane; T=4/64/128 4.46/4.50/4.62 -> 3.92/3.97/4.18 us, T=16384 45.0 -> 44.3), GLM-4.5 (5; T=1
-/// 2.29 -> 2.07, T=128 2.50 -> 2.21) and Qwen3 (4; within 0.1 us, 16384 11.47 -> 11.34), slower
-/// for DeepSeek-V3 (8; T=1 2.25 -> 2.63, 16384 17.9 -> 18.8) and Kimi-K2 (12; T=1 2.23 -> 2.46).
 /// *p = (a, b) in the lanes where `store` holds, p in shared memory: one predicated store. (With
 /// `if (store) *p = ...` ptxas rebuilt p's address under the predicate at every round, ~7
 /// instructions: Kimi-K2 +55 instructions a token.)
@@ -382,6 +374,14 @@ struct Flag {
   static constexpr bool value = kValue;
 };
 
+/// One selection round of select_topk_split: the largest upper half over the lanes, the lowest
+/// expert among the lanes that hold it, recorded at rec[k] in shared memory; the lane that held
+/// the winner pops it and, when its cache is used up, rescans its keys below the winner.
+/// What a rescan refills: the next key only, or the cache's kCache keys. H200, one run beside
+/// each other (bench/results/2026-11-29-e/refill-one): one key is faster for Kimi-K3 (28 slots a
+/// lane; T=4/64/128 4.46/4.50/4.62 -> 3.92/3.97/4.18 us, T=16384 45.0 -> 44.3), GLM-4.5 (5; T=1
+/// 2.29 -> 2.07, T=128 2.50 -> 2.21) and Qwen3 (4; within 0.1 us, 16384 11.47 -> 11.34), slower
+/// for DeepSeek-V3 (8; T=1 2.25 -> 2.63, 16384 17.9 -> 18.8) and Kimi-K2 (12; T=1 2.23 -> 2.46).
 template <int kSlots>
 constexpr bool kRefillOneFor = kSlots >= 16 || kSlots <= 5;
 
@@ -391,8 +391,9 @@ constexpr bool kRefillOneFor = kSlots >= 16 || kSlots <= 5;
 /// kFast (a whole warp only): the lane whose head is m wins, and `wins` counts the lane's wins.
 /// When several lanes hold m (a tie) they all win, so the wins summed over the warp exceed the
 /// rounds, and rec is then not the selection: the caller runs the exact rounds again. So the
-/// common round has one reduction on its dependency chain instead of two, and ~3 instructions
-/// fewer; the exact round takes the lowest expert among the lanes that hold m by a second one.
+/// common round has one reduction on its dependency chain instead of two; the exact round takes
+/// the lowest expert among the lanes that hold m by a second one (select_topk_split uses the
+/// fast rounds up to 16 rounds on a whole warp, the exact ones alone otherwise).
 template <int kLanes, int kSlots, int kK, int kCache, bool kPop, bool kFast, class HiOf, class ExpertOf,
           bool kRefillOne = kRefillOneFor<kSlots>>
 __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiOf& hi, const ExpertOf& expert,
