@@ -368,6 +368,15 @@ __device__ __forceinline__ void store_if(bool store, uint2* p, u32 a, u32 b) {
       : "memory");
 }
 
+/// After fast rounds: whether some round had a tie between lanes. counted: this lane's wins (or
+/// value holds) over the kK - 1 popping rounds, exactly kK - 1 over the warp without a tie (the
+/// sum can start before the last round's reduction returns); last_holders: the last round's
+/// ballot of the lanes holding its max.
+template <int kK>
+__device__ __forceinline__ bool fast_rounds_tied(int counted, unsigned last_holders) {
+  return __reduce_add_sync(kFullMask, static_cast<u32>(counted)) != kK - 1 || (last_holders & (last_holders - 1u)) != 0u;
+}
+
 /// A compile-time flag passed to a generic lambda.
 template <bool kValue>
 struct Flag {
@@ -513,15 +522,10 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
       // Up to 16 rounds by two: a loop of one round was slower (Kimi-K3 T=128 3.54 vs 3.43
       // us), all rounds unrolled slower still at small T (the refill code of every round: 3.76).
       // More rounds by one (by two, ptxas spilled for 512 experts, top 32, sm_100a).
-      if constexpr (kK <= 16) {
-#pragma unroll 2
-        for (int k = 1; k + 1 < kK; ++k)
-          selection_round<kLanes, kSlots, kK, kCache, true, kFast>(k, kRefills, hi, expert, ch, cx, rec, wins, last_holders);
-      } else {
-#pragma unroll 1
-        for (int k = 1; k + 1 < kK; ++k)
-          selection_round<kLanes, kSlots, kK, kCache, true, kFast>(k, kRefills, hi, expert, ch, cx, rec, wins, last_holders);
-      }
+      constexpr int kBy = kK <= 16 ? 2 : 1;
+#pragma unroll(kBy)
+      for (int k = 1; k + 1 < kK; ++k)
+        selection_round<kLanes, kSlots, kK, kCache, true, kFast>(k, kRefills, hi, expert, ch, cx, rec, wins, last_holders);
     }
     const u32 last = selection_round<kLanes, kSlots, kK, kCache, false, kFast>(kK - 1, false, hi, expert, ch, cx, rec, wins, last_holders);
     return kK == 1 ? last : top;
@@ -534,9 +538,7 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
   u32 top;
   if constexpr (kLanes == 32 && kK <= 16) {
     top = rounds(Flag<true>{});
-    // The sum of the popping rounds' wins can start before the last round's reduction returns.
-    const bool tie = __reduce_add_sync(kFullMask, static_cast<u32>(wins)) != kK - 1 || (last_holders & (last_holders - 1u)) != 0u;
-    if (tie) top = rounds(Flag<false>{});
+    if (fast_rounds_tied<kK>(wins, last_holders)) top = rounds(Flag<false>{});
   } else {
     top = rounds(Flag<false>{});
   }
@@ -609,8 +611,7 @@ __device__ __forceinline__ u32 select_topk_tagged(const u32 (&tag)[kSlots], u32 
     return top;
   };
   u32 top = rounds(Flag<true>{});
-  if (__reduce_add_sync(kFullMask, static_cast<u32>(holds)) != kK - 1 || (last_holders & (last_holders - 1u)) != 0u)
-    top = rounds(Flag<false>{});
+  if (fast_rounds_tied<kK>(holds, last_holders)) top = rounds(Flag<false>{});
   // Back to untagged upper halves: value bits | 0x80000000 (a valid key, >= 3 after the shift)
   // or the class.
   auto untag = [](u32 t) {
