@@ -55,6 +55,7 @@ using u64 = unsigned long long;
 inline constexpr u32 kExcludedClass = 1;
 inline constexpr u32 kInvalidClass = 2;  // the key of a NaN value: 0xFFFFFFFF + kKeyOffset
 inline constexpr u32 kNoExpert = 0xffffffffu;  // an empty slot of select_topk_split's cache (upper half 0)
+inline constexpr u32 kUnresolved = 0xfffffffeu;  // a lazy cached key: expert not known yet (kLazyFor)
 inline constexpr u32 kKeyOffset = 3;  // key = orderable(value) + 3: the classes sit at 0..2
 static_assert(0xffffffffu + kKeyOffset == kInvalidClass, "a NaN value's key is the invalid class");
 inline constexpr u32 kFirstValid = 0x00800000u + kKeyOffset;  // key of -FLT_MAX: every finite key is >= this
@@ -385,7 +386,8 @@ struct Flag {
 
 /// One selection round of select_topk_split: the largest upper half over the lanes, the lowest
 /// expert among the lanes that hold it, recorded at rec[k] in shared memory; the lane that held
-/// the winner pops it and, when its cache is used up, rescans its keys below the winner.
+/// the winner pops it and, when its cache is used up, rescans its keys below the winner (or,
+/// where kLazyFor holds, takes its next lazy key).
 /// What a rescan refills: the next key only, or the cache's kCache keys. H200, one run beside
 /// each other (bench/results/2026-11-29-e/refill-one): one key is faster for Kimi-K3 (28 slots a
 /// lane; T=4/64/128 4.46/4.50/4.62 -> 3.92/3.97/4.18 us, T=16384 45.0 -> 44.3), GLM-4.5 (5; T=1
@@ -393,6 +395,67 @@ struct Flag {
 /// for DeepSeek-V3 (8; T=1 2.25 -> 2.63, 16384 17.9 -> 18.8) and Kimi-K2 (12; T=1 2.23 -> 2.46).
 template <int kSlots>
 constexpr bool kRefillOneFor = kSlots >= 16 || kSlots <= 5;
+
+/// Fast rounds with 16 or more slots a lane (Kimi-K3: 28) keep two more keys a lane by value
+/// only: the cache fill also takes the lane's fifth- and sixth-largest upper halves (what its
+/// insertions drop: a min and a max a slot, two more for the sixth), a lane's fourth and fifth
+/// wins make them its head with the expert kUnresolved, and the records of such wins get their
+/// experts after the last round (resolve_lazy_records). Before, a fourth win rescanned the lane's
+/// 28 keys on the rounds' chain: ~170 ALU instructions, ~360 cycles for a lone warp (the ALU
+/// pipe takes a warp instruction every two cycles; clock64 per phase in a diagnostic build,
+/// bench/results/2026-12-01-e/diag*). The bias crowds the best keys: in the bench's Kimi-K3
+/// inputs a lane wins four rounds in 1 of 4 tokens at T=4, 2 of 64, 18 of 128 (five in 3), and
+/// one such token makes the whole call wait. H200 (2026-12-01-e/lazy-keys): T=4/64/128/256
+/// 3.19/3.25/3.46/3.32 -> 3.08/3.16/3.38/3.25 us, T=1/8 2.98/3.05 -> 3.01/3.10, T=16384 37.9 ->
+/// 41.2 (the fill's four instructions a slot; 1.87x the DRAM floor). A sixth win (its lazy keys
+/// used up) and two keys of a lane with the same upper half around a lazy key run the exact
+/// rounds again, like a tie. (Rescans or resolution inside the rounds cost ~0.17 us on every call
+/// in every form tried, unexplained: 2026-12-01-e/lazy-*.)
+template <int kLanes, int kSlots, int kCache, bool kFast>
+constexpr bool kLazyFor = kFast && kLanes == 32 && kSlots >= 16 && kCache == 4 && kRefillOneFor<kSlots>;
+
+/// The lazy keys of select_topk_split's fast rounds (kLazyFor): the lane's next two upper halves
+/// after its cache, and whether it won a round with a lazy key.
+struct LazyKeys {
+  u32 next[2];
+  bool unresolved;
+};
+
+/// The record rec[k] of a lazy key gets the expert of the one slot of its upper half over the
+/// warp (the lowest slot of the lane that holds it); any other count is a tie (`wins` past any
+/// round count: the exact rounds run again).
+template <int kSlots, int kK, class HiOf, class ExpertOf>
+__device__ __forceinline__ void resolve_lazy_record(int k, const HiOf& hi, const ExpertOf& expert, uint2* rec, int& wins) {
+  const u32 h = rec[k].x;
+  int count = 0;
+  u32 first = kNoExpert;
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    const bool is = hi(s) == h;
+    count += is ? 1 : 0;
+    first = is && first == kNoExpert ? expert(s) : first;  // slots rise in expert order
+  }
+  if (__reduce_add_sync(kFullMask, static_cast<u32>(count)) != 1u) wins += kK;
+  if (count != 0) rec[k].y = first;
+}
+
+/// After fast rounds with lazy keys: resolve_lazy_record for each record of kUnresolved expert
+/// (none unless some lane won a fifth round: one vote).
+template <int kSlots, int kK, class HiOf, class ExpertOf>
+__device__ __forceinline__ void resolve_lazy_records(bool unresolved, const HiOf& hi, const ExpertOf& expert, uint2* rec,
+                                                     int& wins) {
+  if (!__any_sync(kFullMask, unresolved)) return;
+#pragma unroll
+  for (int i = 0; i < (kK + 31) / 32; ++i) {
+    const int k = i * 32 + static_cast<int>(threadIdx.x % 32u);
+    const unsigned lazy_records = __ballot_sync(kFullMask, k < kK && rec[k].y == kUnresolved);
+    __syncwarp();
+#pragma unroll 1
+    for (unsigned bits = lazy_records; bits != 0u; bits &= bits - 1u)
+      resolve_lazy_record<kSlots, kK>(i * 32 + __ffs(bits) - 1, hi, expert, rec, wins);
+  }
+  __syncwarp();
+}
 
 /// kPop: the round is not the last (the winner is popped). may_refill: a cache may be used up by
 /// this round (a lane caching kCache keys wins kCache rounds first, and a cache holding all its
@@ -407,7 +470,8 @@ template <int kLanes, int kSlots, int kK, int kCache, bool kPop, bool kFast, cla
           bool kRefillOne = kRefillOneFor<kSlots>>
 __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiOf& hi, const ExpertOf& expert,
                                                u32 (&ch)[kCache], u32 (&cx)[kCache], uint2* rec, int& wins,
-                                               unsigned& last_holders) {
+                                               unsigned& last_holders, LazyKeys& lazy) {
+  constexpr bool kLazy = kLazyFor<kLanes, kSlots, kCache, kFast>;
   static_assert(!kFast || kLanes == 32);
   const u32 m = lanes_max<kLanes>(ch[0]);
   bool won;
@@ -421,6 +485,7 @@ __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiO
       last_holders = __ballot_sync(kFullMask, won);  // the last round's ties: no sum to wait for
     }
     store_if(won, rec + k, m, x);
+    if constexpr (kLazy && !kPop) lazy.unresolved |= won && x == kUnresolved;
   } else {
     x = lanes_min<kLanes>(ch[0] == m ? cx[0] : kNoExpert);
     rec[k] = make_uint2(m, x);  // every lane of the token stores the same pair
@@ -444,6 +509,20 @@ __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiO
   ch[kCache - 1] = won ? 0u : ch[kCache - 1];
   cx[kCache - 1] = won ? kNoExpert : cx[kCache - 1];
   if (!may_refill) return m;
+  if constexpr (kLazy) {
+    if (used_up) {  // the lane's next key: its next lazy one
+      u32 next = lazy.next[0];
+      lazy.next[0] = lazy.next[1];
+      lazy.next[1] = 0u;
+      const bool was_lazy = x == kUnresolved;
+      lazy.unresolved |= was_lazy;
+      if (next == 0u && was_lazy) wins += kK;  // a sixth win, no key known past it: the exact rounds
+      if (next == m) wins += kK;  // two keys of the lane with upper half m: a tie
+      ch[0] = next;
+      cx[0] = next != 0u ? kUnresolved : kNoExpert;
+    }
+    return m;
+  }
   if (used_up) {
     if constexpr (kRefillOne) {
       // The next key below the winner only: one max pass over the slots (~7 instructions a slot
@@ -506,28 +585,38 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
 #pragma unroll
       for (int i = kSeed - 2; i >= top; --i) exchange_split(ch[i], cx[i], ch[i + 1], cx[i + 1]);
     }
+    constexpr bool kLazy = kLazyFor<kLanes, kSlots, kCache, kFast>;
+    LazyKeys lazy{{0u, 0u}, false};  // kLazy: the largest two upper halves the cache drops
 #pragma unroll
-    for (int s = kSeed; s < kSlots; ++s) insert_top_split(ch, cx, hi(s), expert(s));
+    for (int s = kSeed; s < kSlots; ++s) {
+      if constexpr (kLazy) {
+        const u32 dropped = min(hi(s), ch[kCache - 1]);
+        lazy.next[1] = umax(lazy.next[1], min(dropped, lazy.next[0]));
+        lazy.next[0] = umax(lazy.next[0], dropped);
+      }
+      insert_top_split(ch, cx, hi(s), expert(s));
+    }
     u32 top = 0;  // the first round's upper half: the best key's
     if constexpr (kK <= 8) {
       // Few rounds: unrolled (no loop counter, the refill test only where it can be needed).
 #pragma unroll
       for (int k = 0; k + 1 < kK; ++k) {
         const u32 m = selection_round<kLanes, kSlots, kK, kCache, true, kFast>(k, kRefills && k + 1 >= kCache, hi, expert,
-                                                                               ch, cx, rec, wins, last_holders);
+                                                                               ch, cx, rec, wins, last_holders, lazy);
         if (k == 0) top = m;
       }
     } else {
-      top = selection_round<kLanes, kSlots, kK, kCache, true, kFast>(0, kRefills && kCache == 1, hi, expert, ch, cx, rec, wins, last_holders);
+      top = selection_round<kLanes, kSlots, kK, kCache, true, kFast>(0, kRefills && kCache == 1, hi, expert, ch, cx, rec, wins, last_holders, lazy);
       // Up to 16 rounds by two: a loop of one round was slower (Kimi-K3 T=128 3.54 vs 3.43
       // us), all rounds unrolled slower still at small T (the refill code of every round: 3.76).
       // More rounds by one (by two, ptxas spilled for 512 experts, top 32, sm_100a).
       constexpr int kBy = kK <= 16 ? 2 : 1;
 #pragma unroll(kBy)
       for (int k = 1; k + 1 < kK; ++k)
-        selection_round<kLanes, kSlots, kK, kCache, true, kFast>(k, kRefills, hi, expert, ch, cx, rec, wins, last_holders);
+        selection_round<kLanes, kSlots, kK, kCache, true, kFast>(k, kRefills, hi, expert, ch, cx, rec, wins, last_holders, lazy);
     }
-    const u32 last = selection_round<kLanes, kSlots, kK, kCache, false, kFast>(kK - 1, false, hi, expert, ch, cx, rec, wins, last_holders);
+    const u32 last = selection_round<kLanes, kSlots, kK, kCache, false, kFast>(kK - 1, false, hi, expert, ch, cx, rec, wins, last_holders, lazy);
+    if constexpr (kLazy) resolve_lazy_records<kSlots, kK>(lazy.unresolved, hi, expert, rec, wins);
     return kK == 1 ? last : top;
   };
   // A whole warp: the rounds without the tie rule's second reduction, and only when two lanes
