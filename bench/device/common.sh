@@ -87,3 +87,12 @@ closing_checks() {
   echo "== moejit run vs --reference"
   timeout 60 python3 tests/gpu/run_npy.py --moejit $B/moejit 2>&1 | tail -2
 }
+# k3_run BIN T OUTDIR [LOGITS_T BIAS_T]: `moejit run --repeat 500` of Kimi-K3's router on the
+# bench's own inputs for T ($B/k3in, bench/device/k3_inputs.cpp; the bias of another T if given),
+# the last call's outputs into OUTDIR; prints the median per call.
+k3_run() {
+  local bin=$1 t=$2 dir=$3 lt=${4:-$2} bt=${5:-$2}
+  mkdir -p $dir
+  $bin run bench/specs/routing.json --op kimi_k3 --in logits=$B/k3in/logits_$lt.npy --in bias=$B/k3in/bias_$bt.npy \
+    --out-dir $dir --repeat 500 2>&1 | tail -1
+}
