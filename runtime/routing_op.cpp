@@ -1,7 +1,8 @@
 // Launcher of the routing op (templates/routing.cuh): picks the block-per-token or the
 // warp-per-token kernel by token count, at the crossover measured on an H200
 // (runtime/routing_crossover.json); grouped routing beyond the block kernel's sizes has the warp
-// kernel only.
+// kernel only. Where the contract has the warp kernel with lazy keys (16+ experts a lane), that
+// one up to the lazy-keys crossover of the same file.
 #include <moejit/error.hpp>
 
 #include "compiler/ops/routing.hpp"
@@ -20,6 +21,11 @@ namespace moejit::detail {
 std::string_view routing_crossover_json();
 
 namespace {
+
+// Up to this token count the warp kernel with lazy keys is taken where the contract has it.
+std::int64_t lazy_keys_max_tokens() {
+  return nlohmann::json::parse(routing_crossover_json()).at("lazy_keys_max_tokens").get<std::int64_t>();
+}
 
 // The measured crossover for (E, K): the exact entry, else the one nearest in log E (then K),
 // among the entries of the same kind (grouped or not); none of that kind: the default.
@@ -64,6 +70,12 @@ class RoutingOp final : public Op {
       block->set_block({static_cast<unsigned>(32 * t.block_warps), 1, 1}, 0);
       block_ = std::move(block);
     }
+    if (t.warp_lazy) {
+      auto lazy = context.kernel(contract, index++);
+      lazy->set_block({static_cast<unsigned>(32 * t.warps_per_block), 1, 1}, 0);
+      warp_lazy_ = std::move(lazy);
+      lazy_max_tokens_ = lazy_keys_max_tokens();
+    }
     switch (spec->single_group_kernel) {
       case SingleGroupKernel::block: crossover_ = std::numeric_limits<std::int64_t>::max(); break;
       case SingleGroupKernel::warp: crossover_ = 0; break;
@@ -81,14 +93,16 @@ class RoutingOp final : public Op {
     } else {
       const bool vectors = warp_vectors_ && reinterpret_cast<std::uintptr_t>(args.logits) % logits_vector_bytes_ == 0 &&
                            reinterpret_cast<std::uintptr_t>(args.bias) % bias_vector_bytes_ == 0;
-      (vectors ? warp_vectors_ : warp_)
-          ->launch({static_cast<unsigned>((tokens + tokens_per_block_ - 1) / tokens_per_block_), 1, 1}, args, stream, pdl_);
+      const auto& warp = !vectors ? warp_ : (warp_lazy_ && tokens <= lazy_max_tokens_ ? warp_lazy_ : warp_vectors_);
+      warp->launch({static_cast<unsigned>((tokens + tokens_per_block_ - 1) / tokens_per_block_), 1, 1}, args, stream, pdl_);
     }
   }
 
   const RoutingSpec& spec_;
   bool pdl_;  ///< programmatic dependent launch (Options::programmatic_launch)
   std::shared_ptr<const Kernel> warp_vectors_, warp_, block_;  ///< warp_: element-by-element loads
+  std::shared_ptr<const Kernel> warp_lazy_;  ///< vector loads, lazy keys (RoutingSpec::Tiling::warp_lazy)
+  std::int64_t lazy_max_tokens_ = 0;
   std::int64_t tokens_per_block_ = 1;
   std::size_t logits_vector_bytes_ = 1, bias_vector_bytes_ = 1;  ///< alignment warp_vectors_ needs
   std::int64_t crossover_ = 0;

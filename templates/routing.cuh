@@ -406,13 +406,16 @@ constexpr bool kRefillOneFor = kSlots >= 16 || kSlots <= 5;
 /// bench/results/2026-12-01-e/diag*). The bias crowds the best keys: in the bench's Kimi-K3
 /// inputs a lane wins four rounds in 1 of 4 tokens at T=4, 2 of 64, 18 of 128 (five in 3), and
 /// one such token makes the whole call wait. H200 (2026-12-01-e/lazy-keys): T=4/64/128/256
-/// 3.19/3.25/3.46/3.32 -> 3.08/3.16/3.38/3.25 us, T=1/8 2.98/3.05 -> 3.01/3.10, T=16384 37.9 ->
-/// 41.2 (the fill's four instructions a slot; 1.87x the DRAM floor). A sixth win (its lazy keys
+/// 3.19/3.25/3.46/3.32 -> 3.08/3.16/3.38/3.25 us, T=1/8 2.98/3.05 -> 3.01/3.10, but T=1024 5.28 ->
+/// 5.38 and T=16384 37.9 -> 41.2 (the fill's four instructions a slot). A sixth win (its lazy keys
 /// used up) and two keys of a lane with the same upper half around a lazy key run the exact
 /// rounds again, like a tie. (Rescans or resolution inside the rounds cost ~0.17 us on every call
 /// in every form tried, unexplained: 2026-12-01-e/lazy-*.)
-template <int kLanes, int kSlots, int kCache, bool kFast>
-constexpr bool kLazyFor = kFast && kLanes == 32 && kSlots >= 16 && kCache == 4 && kRefillOneFor<kSlots>;
+/// Only in the warp kernel compiled with Refill::lazy (kLazyKeys), which the launcher takes up to
+/// a token count measured on the H200 (runtime/routing_crossover.json: above it the fill's extra
+/// instructions cost more than the rescans they save).
+template <int kLanes, int kSlots, int kCache, bool kFast, bool kLazyKeys>
+constexpr bool kLazyFor = kLazyKeys && kFast && kLanes == 32 && kSlots >= 16 && kCache == 4 && kRefillOneFor<kSlots>;
 
 /// The lazy keys of select_topk_split's fast rounds (kLazyFor): the lane's next two upper halves
 /// after its cache, and whether it won a round with a lazy key.
@@ -466,12 +469,12 @@ __device__ __forceinline__ void resolve_lazy_records(bool unresolved, const HiOf
 /// common round has one reduction on its dependency chain instead of two; the exact round takes
 /// the lowest expert among the lanes that hold m by a second one (select_topk_split uses the
 /// fast rounds up to 16 rounds on a whole warp, the exact ones alone otherwise).
-template <int kLanes, int kSlots, int kK, int kCache, bool kPop, bool kFast, class HiOf, class ExpertOf,
+template <int kLanes, int kSlots, int kK, int kCache, bool kPop, bool kFast, bool kLazyKeys, class HiOf, class ExpertOf,
           bool kRefillOne = kRefillOneFor<kSlots>>
 __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiOf& hi, const ExpertOf& expert,
                                                u32 (&ch)[kCache], u32 (&cx)[kCache], uint2* rec, int& wins,
                                                unsigned& last_holders, LazyKeys& lazy) {
-  constexpr bool kLazy = kLazyFor<kLanes, kSlots, kCache, kFast>;
+  constexpr bool kLazy = kLazyFor<kLanes, kSlots, kCache, kFast, kLazyKeys>;
   static_assert(!kFast || kLanes == 32);
   const u32 m = lanes_max<kLanes>(ch[0]);
   bool won;
@@ -562,7 +565,7 @@ __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiO
 /// one store instead of the rank lane's compare and two selects, ~3 of the ALU pipe's ~20
 /// instructions a round; that pipe is what bounds large T, ncu: 68-80% of its peak).
 /// Returns the best key's upper half (the same in every lane of the token).
-template <int kLanes, int kSlots, int kK, int kCache, class HiOf, class ExpertOf>
+template <int kLanes, int kSlots, int kK, int kCache, bool kLazyKeys = false, class HiOf, class ExpertOf>
 __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf& expert, int lane, uint2* rec,
                                                  u64 (&sel)[kRanksOf<kLanes, kK>]) {
   // The cache starts as the first kCache slots sorted by a stable network (bubble order: equal
@@ -585,7 +588,7 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
 #pragma unroll
       for (int i = kSeed - 2; i >= top; --i) exchange_split(ch[i], cx[i], ch[i + 1], cx[i + 1]);
     }
-    constexpr bool kLazy = kLazyFor<kLanes, kSlots, kCache, kFast>;
+    constexpr bool kLazy = kLazyFor<kLanes, kSlots, kCache, kFast, kLazyKeys>;
     LazyKeys lazy{{0u, 0u}, false};  // kLazy: the largest two upper halves the cache drops
 #pragma unroll
     for (int s = kSeed; s < kSlots; ++s) {
@@ -601,21 +604,21 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
       // Few rounds: unrolled (no loop counter, the refill test only where it can be needed).
 #pragma unroll
       for (int k = 0; k + 1 < kK; ++k) {
-        const u32 m = selection_round<kLanes, kSlots, kK, kCache, true, kFast>(k, kRefills && k + 1 >= kCache, hi, expert,
+        const u32 m = selection_round<kLanes, kSlots, kK, kCache, true, kFast, kLazyKeys>(k, kRefills && k + 1 >= kCache, hi, expert,
                                                                                ch, cx, rec, wins, last_holders, lazy);
         if (k == 0) top = m;
       }
     } else {
-      top = selection_round<kLanes, kSlots, kK, kCache, true, kFast>(0, kRefills && kCache == 1, hi, expert, ch, cx, rec, wins, last_holders, lazy);
+      top = selection_round<kLanes, kSlots, kK, kCache, true, kFast, kLazyKeys>(0, kRefills && kCache == 1, hi, expert, ch, cx, rec, wins, last_holders, lazy);
       // Up to 16 rounds by two: a loop of one round was slower (Kimi-K3 T=128 3.54 vs 3.43
       // us), all rounds unrolled slower still at small T (the refill code of every round: 3.76).
       // More rounds by one (by two, ptxas spilled for 512 experts, top 32, sm_100a).
       constexpr int kBy = kK <= 16 ? 2 : 1;
 #pragma unroll(kBy)
       for (int k = 1; k + 1 < kK; ++k)
-        selection_round<kLanes, kSlots, kK, kCache, true, kFast>(k, kRefills, hi, expert, ch, cx, rec, wins, last_holders, lazy);
+        selection_round<kLanes, kSlots, kK, kCache, true, kFast, kLazyKeys>(k, kRefills, hi, expert, ch, cx, rec, wins, last_holders, lazy);
     }
-    const u32 last = selection_round<kLanes, kSlots, kK, kCache, false, kFast>(kK - 1, false, hi, expert, ch, cx, rec, wins, last_holders, lazy);
+    const u32 last = selection_round<kLanes, kSlots, kK, kCache, false, kFast, kLazyKeys>(kK - 1, false, hi, expert, ch, cx, rec, wins, last_holders, lazy);
     if constexpr (kLazy) resolve_lazy_records<kSlots, kK>(lazy.unresolved, hi, expert, rec, wins);
     return kK == 1 ? last : top;
   };
@@ -805,6 +808,10 @@ struct RoutingChecks {
 /// How the warp kernel reads logits and bias: as vectors (pointers aligned for them) or one
 /// element at a time.
 enum class Loads { vectors, elements };
+/// How a lane of the warp kernel's fast rounds gets its next key once its cache is used up:
+/// rescan its keys, or take lazy keys kept by the cache fill (routing::kLazyFor; compiled where
+/// that applies, and taken up to a token count measured on the H200).
+enum class Refill { rescan, lazy };
 
 /// Keys a lane caches in select_topk_split for kSlots keys a lane (WarpLayout's note has the
 /// measurements). Up to 4 keys a lane the cache holds them all: no round tests for a rescan.
@@ -898,7 +905,7 @@ constexpr int kWarpMinBlocks =
         ? (C::kK > 32 ? 1 : 0)
         : 65536 / (C::kWarpsPerBlock * 32 *
                    ((1 + (C::kHasBias ? 1 : 0) + (C::kScoring == Scoring::softmax ? 1 : 0)) * C::kWarpSlots + 40));
-template <class C, Loads kLoads>
+template <class C, Loads kLoads, Refill kRefill = Refill::rescan>
 __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::elements && C::kWarpVec > 1 ? 1 : kWarpMinBlocks<C>) routing_warp_kernel(RoutingArgs a) {
   dependent_launch_prologue();
   using namespace routing;
@@ -1149,7 +1156,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
     for (int s = 0; s < kSlots; ++s) tag[s] = in_range(s) ? hi[s] : 0u;  // hi holds tagged keys
     top = select_topk_tagged<kSlots, C::kK>(tag, static_cast<u32>(L::expert(0, lane)) ^ 3u, lane, s_rec[slice], sel);
   } else {
-    top = select_topk_split<kLanes, kSlots, C::kK, L::kCache>(
+    top = select_topk_split<kLanes, kSlots, C::kK, L::kCache, kRefill == Refill::lazy>(
         [&](int s) { return in_range(s) ? hi[s] : 0u; },
         [&](int s) { return in_range(s) ? static_cast<u32>(L::expert(s, lane)) : kNoExpert; }, lane,
         s_rec[slice], sel);

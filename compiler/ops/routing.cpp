@@ -129,6 +129,8 @@ RoutingSpec::Tiling RoutingSpec::tiling() const noexcept {
     }
   }
   t.group_slots = grouped() ? ceil_div(n_group, 32) : 1;
+  // (A cache of four runs out only when a lane wins four of the top-k - 1 popping rounds.)
+  t.warp_lazy = t.lanes == 32 && t.warp_slots >= 16 && topk >= 5 && topk <= 16 && t.warp_vec > 1;
   const bool rank_tree = e <= kRankTreeMaxExperts && topk <= kRankTreeMaxK && (!grouped() || n_group <= 32);
   if (grouped() && !rank_tree) return t;  // grouped: the warp kernel only
   // Block kernel. Up to 512 experts and top-32 (and 32 groups when grouped): one expert per
@@ -185,6 +187,7 @@ std::vector<Contract> RoutingSpec::contracts(std::string_view arch) const {
       .set("warp_slots", std::to_string(t.warp_slots))
       .set("warp_vec", std::to_string(t.warp_vec))
       .set("warps_per_block", std::to_string(t.warps_per_block))
+      .set("warp_lazy", t.warp_lazy ? "true" : "false")
       .set("group_slots", std::to_string(t.group_slots))
       .set("block_warps", std::to_string(t.block_warps))
       .set("block_slots", std::to_string(t.block_slots))
@@ -223,6 +226,8 @@ std::vector<Contract> RoutingSpec::contracts(std::string_view arch) const {
     kernels.push_back("moejit::routing_warp_kernel<moejit::Loads::elements>");
   }
   if (t.block_warps > 0) kernels.push_back("moejit::routing_block_kernel");
+  // Last: the vector warp kernel with lazy keys, for token counts up to a measured crossover.
+  if (t.warp_lazy) kernels.push_back("moejit::routing_warp_kernel<moejit::Loads::vectors, moejit::Refill::lazy>");
   c.source = stub.render(kernels, "moejit::RoutingArgs");
   for (const auto& k : kernels) c.kernels.push_back(detail::StubBuilder::name_expression(k));
   return {c};

@@ -86,6 +86,15 @@ TEST_CASE("a routing contract with vector loads instantiates the warp kernel for
   for (const auto& k : c.kernels) {
     CHECK(c.source.find(fmt::format("template __global__ void {}(moejit::RoutingArgs);", k)) != std::string::npos);
   }
+  // 16 or more experts a lane, top-k <= 16, vector loads: the lazy-keys warp kernel last.
+  const auto k3 = parse_spec(R"({"op": "routing", "num_experts": 896, "topk": 16, "scoring": "sigmoid", "bias": "fp32"})", "t.json");
+  const auto c3 = k3.ops[0]->contracts("sm_90a").front();
+  REQUIRE(c3.kernels.size() == 4);
+  CHECK(c3.kernels[0] == "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::vectors>");
+  CHECK(c3.kernels[3] == "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::vectors, moejit::Refill::lazy>");
+  CHECK(c3.get("warp_lazy") == "true");
+  const auto k3_top32 = parse_spec(R"({"op": "routing", "num_experts": 896, "topk": 32, "scoring": "sigmoid"})", "t.json");
+  CHECK(k3_top32.ops[0]->contracts("sm_90a").front().kernels.size() == 3);  // more than 16 rounds: no fast rounds
   // No vectors (160 experts: 5 per lane): the element-by-element kernel alone.
   const auto odd = parse_spec(R"({"op": "routing", "num_experts": 160, "topk": 8, "scoring": "sigmoid"})", "t.json");
   const auto c2 = odd.ops[0]->contracts("sm_90a").front();

@@ -221,6 +221,7 @@ TEST_CASE("routing tiling: the warp kernel's vector width divides a lane's slots
   };
   CHECK(tiling(256, "fp32").warp_vec == 4);  // 8 slots: two 16-byte loads
   CHECK(tiling(896, "fp32").warp_vec == 4);  // 28 slots
+  CHECK_FALSE(tiling(896, "fp32").warp_lazy);  // top-1: no cache runs out (test_contract: top-16 has it)
   CHECK(tiling(896, "bf16").warp_vec == 4);  // 28 slots: 8-byte loads, not 16
   CHECK(tiling(384, "bf16").warp_vec == 4);  // 12 slots
   CHECK(tiling(256, "bf16").warp_vec == 8);
