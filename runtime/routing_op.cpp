@@ -22,15 +22,19 @@ std::string_view routing_crossover_json();
 
 namespace {
 
-// Up to this token count the warp kernel with lazy keys is taken where the contract has it.
-std::int64_t lazy_keys_max_tokens() {
-  return nlohmann::json::parse(routing_crossover_json()).at("lazy_keys_max_tokens").get<std::int64_t>();
+// runtime/routing_crossover.json, parsed once (read-only after).
+const nlohmann::json& crossover_data() {
+  static const nlohmann::json data = nlohmann::json::parse(routing_crossover_json());
+  return data;
 }
+
+// Up to this token count the warp kernel with lazy keys is taken where the contract has it.
+std::int64_t lazy_keys_max_tokens() { return crossover_data().at("lazy_keys_max_tokens").get<std::int64_t>(); }
 
 // The measured crossover for (E, K): the exact entry, else the one nearest in log E (then K),
 // among the entries of the same kind (grouped or not); none of that kind: the default.
 std::int64_t crossover_tokens(const RoutingSpec& s) {
-  const auto data = nlohmann::json::parse(routing_crossover_json());
+  const auto& data = crossover_data();
   std::int64_t best = data.at("default_crossover_tokens").get<std::int64_t>();
   double best_distance = std::numeric_limits<double>::infinity();
   for (const auto& e : data.at("entries")) {
