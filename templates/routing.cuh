@@ -415,7 +415,7 @@ constexpr bool kRefillOneFor = kSlots >= 16 || kSlots <= 5;
 /// a token count measured on the H200 (runtime/routing_crossover.json: above it the fill's extra
 /// instructions cost more than the rescans they save).
 template <int kLanes, int kSlots, int kCache, bool kFast, bool kLazyKeys>
-constexpr bool kLazyFor = kLazyKeys && kFast && kLanes == 32 && kSlots >= 16 && kCache == 4 && kRefillOneFor<kSlots>;
+constexpr bool kLazyFor = kLazyKeys && kFast && kLanes == 32 && kSlots >= 16 && kCache == 4;  // (one-key rescans at 16+)
 
 /// The lazy keys of select_topk_split's fast rounds (kLazyFor): the lane's next two upper halves
 /// after its cache, and whether it won a round with a lazy key.
@@ -912,6 +912,10 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
   using L = WarpLayout<C>;
   static_assert(RoutingChecks<C>::ok);
   static_assert(C::kWarpSlots * C::kLanes >= C::kE && C::kWarpSlots <= 32, "a token's keys fit its lanes' registers");
+  // compiler/ops/routing.cpp compiles Refill::lazy only where the fast rounds take lazy keys.
+  static_assert(kRefill == Refill::rescan ||
+                    routing::kLazyFor<C::kLanes, C::kWarpSlots, kCacheFor<C::kWarpSlots>, C::kK <= 16, true>,
+                "Refill::lazy without lazy keys");
   constexpr int kLanes = C::kLanes;
   constexpr int kSlots = C::kWarpSlots;
   // Unsigned index math: a signed division by 32 costs ptxas's rounding fixups.
