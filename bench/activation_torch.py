@@ -36,7 +36,7 @@ def situ_and_mul(x):
 
 DENSE_OPS = "silu_2048,silu_3072,silu_7168,situ_2048,situ_3072,situ_7168,gelu_2048,gelu_tanh_2048,swiglu_oai_2880"
 MASKED_OPS = "situ_3072_masked,silu_2048_masked"
-MASKED_TOKENS = [256, 2048, 8192]  # rows per expert; 8 experts half full = 1024, 8192, 32768 real rows
+MASKED_TOKENS = [64, 256, 2048, 8192]  # rows per expert; 8 experts half full = 256, 1024, 8192, 32768 real rows
 
 
 def moejit_bench(moejit, ops, tokens):

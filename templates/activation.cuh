@@ -40,7 +40,10 @@ struct ActivationChecks {
 /// SituGLU's output from its gate and its (possibly squashed) up value.
 template <class C>
 __device__ __forceinline__ typename C::Out situ_output(float g, float v) {
-  const float a = mul(mul(C::kBeta, tanh_accurate(mul(g, C::kInvBeta))), sigmoid(g));
+  const float y = sigmoid_denominator(g);
+  float s = rcp_fast(y);  // sigmoid(g): __frcp_rn's bits without its range check (y < 2^126)
+  if (!rcp_fast_ok(y)) s = __frcp_rn(y);  // g below about -87, or NaN
+  const float a = mul(mul(C::kBeta, tanh_accurate(mul(g, C::kInvBeta))), s);
   return from_float<typename C::Out>(mul(a, v));
 }
 
@@ -66,7 +69,10 @@ __device__ __forceinline__ typename C::Out activate(float g, float u) {
     // NaN-propagating clamps: a comparison with NaN is false, so NaN passes through.
     const float gc = g > C::kLimit ? C::kLimit : g;
     const float uc = u > C::kLimit ? C::kLimit : (u < -C::kLimit ? -C::kLimit : u);
-    const float glu = mul(gc, sigmoid(mul(C::kAlpha, gc)));
+    const float y = sigmoid_denominator(mul(C::kAlpha, gc));
+    float s = rcp_fast(y);  // as situ_output's sigmoid
+    if (!rcp_fast_ok(y)) s = __frcp_rn(y);
+    const float glu = mul(gc, s);
     return from_float<Out>(mul(add(uc, 1.0f), glu));
   } else {  // situ; with linear_beta, activate_chunk squashes u first
     static_assert(!(C::kLinearBeta > 0.0f), "SituGLU with linear_beta goes through activate_chunk");

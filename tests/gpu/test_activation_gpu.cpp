@@ -147,6 +147,55 @@ TEST_CASE("inputs of 2^31 elements and more take 64-bit offsets, vector and scal
   }
 }
 
+TEST_CASE("masked experts of 2^31 input elements and more take 64-bit offsets and keep their counts", "[gpu][activation]") {
+  // silu, d = 2, bf16, 2 experts of T_max = 2^29 + 3 rows (4 GiB of input each): expert 1
+  // starts past 2^31 elements, and each expert's last rows lie past what 32-bit offsets hold.
+  // Expert 0's count ends 2 rows before T_max, expert 1's at 2^29 - 4. Rows below the count hold
+  // the reference's pattern, every row past it keeps the poison.
+  const auto ops = test::warm({R"({"op": "activation", "kind": "silu", "d": 2, "layout": "masked", "num_experts": 2})"});
+  auto& ctx = gpu_context();
+  const auto op = ctx.load(ops[0]);
+  const std::int64_t tokens = (std::int64_t{1} << 29) + 3;
+  const std::int32_t counts[2] = {static_cast<std::int32_t>(tokens - 2), static_cast<std::int32_t>((std::int64_t{1} << 29) - 4)};
+  const std::size_t rows = static_cast<std::size_t>(tokens);
+  const std::size_t in_bytes = 2 * rows * 4 * 2, out_bytes = 2 * rows * 2 * 2;
+  const std::uint16_t a = 0x3fc0, b = 0xc040, poison = 0xEEEE;  // bf16 1.5 and -3.0
+  auto row = reference::make_tensors(*ops[0], 1);
+  auto* x = row[0].as<std::uint16_t>();
+  x[0] = x[2] = a;
+  x[1] = x[3] = b;
+  row[1].as<std::int32_t>()[0] = 1;
+  row[1].as<std::int32_t>()[1] = 0;
+  reference::harness_for("activation").run(*ops[0], row, 1);
+  const std::uint16_t want0 = row[2].as<std::uint16_t>()[0], want1 = row[2].as<std::uint16_t>()[1];
+
+  detail::DeviceBuffer in(ctx.driver(), in_bytes), out(ctx.driver(), out_bytes), count(ctx.driver(), sizeof counts);
+  detail::Stream stream(ctx.driver());
+  MOEJIT_CU(ctx.driver(), cuMemsetD32Async(in.address(), static_cast<unsigned>(a) | static_cast<unsigned>(b) << 16, in_bytes / 4,
+                                           stream.get()));
+  MOEJIT_CU(ctx.driver(), cuMemsetD16Async(out.address(), poison, out_bytes / 2, stream.get()));
+  count.upload(counts, sizeof counts);
+  const Buffer bufs[] = {{reinterpret_cast<void*>(in.address()), in_bytes},
+                         {reinterpret_cast<void*>(count.address()), sizeof counts},
+                         {reinterpret_cast<void*>(out.address()), out_bytes}};
+  op->launch(bufs, tokens, stream.get());
+  stream.synchronize();
+  std::vector<std::uint16_t> got(out_bytes / 2);
+  MOEJIT_CU(ctx.driver(), cuMemcpyDtoH(got.data(), out.address(), out_bytes));
+  for (std::size_t e = 0; e < 2; ++e) {
+    std::size_t bad = 0, first_bad = 0;
+    for (std::size_t t = 0; t < rows; ++t) {
+      for (std::size_t j = 0; j < 2; ++j) {
+        const std::size_t i = (e * rows + t) * 2 + j;
+        const std::uint16_t want = t < static_cast<std::size_t>(counts[e]) ? (j ? want1 : want0) : poison;
+        if (got[i] != want && bad++ == 0) first_bad = t;
+      }
+    }
+    INFO("expert " << e << " (count " << counts[e] << "): " << bad << " wrong outputs, the first in row " << first_bad);
+    CHECK(bad == 0);
+  }
+}
+
 TEST_CASE("launches replay inside a CUDA graph, see in-place input changes, and allocate nothing", "[gpu][activation]") {
   const auto ops = test::warm({R"({"op": "activation", "kind": "silu", "d": 2048, "layout": "masked", "num_experts": 4})"});
   auto& ctx = gpu_context();
