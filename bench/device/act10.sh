@@ -6,11 +6,4 @@
 # (8 blocks an SM where 36-40 gave 6). Beside base (HEAD 27a0d0e). Masked at T_max 64/256/2048/
 # 8192 (half full), dense at the same real rows; every kind at T = 1/16/128.
 source "$(dirname "$0")/common.sh"
-echo "== [activation] tests"
-timeout 300 $B/test_gpu "[activation]" > $OUT/tests.txt 2>&1; echo "exit $?"
-grep -E "FAILED|test cases|assertions|All tests" $OUT/tests.txt | head -6
-SPEC=bench/specs/activation.json BASE=none ab_variants "base new" \
-  situ_3072_masked,silu_2048_masked 64,256,2048,8192 \
-  situ_3072,silu_2048 256,1024,8192,32768 \
-  silu_3072,silu_7168,situ_2048,situ_7168,gelu_2048,gelu_tanh_2048,swiglu_oai_2880 1,16,128,32768
-python3 bench/device/ab_table.py $OUT/bench.txt | tee $OUT/table.txt
+activation_ab "base new"

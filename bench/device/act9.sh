@@ -7,11 +7,7 @@
 # block size picked at run time (256/224/192 threads, fewest warps on the busiest SM). Each beside
 # base (HEAD 27a0d0e); masked at T_max 64/256/2048/8192 (half full), dense at the same real rows.
 source "$(dirname "$0")/common.sh"
-echo "== [activation] tests (the blk tree: pipe + rcp + blk)"
-timeout 200 $B/test_gpu "[activation]" > $OUT/tests.txt 2>&1; echo "exit $?"
-grep -E "FAILED|test cases|assertions|All tests" $OUT/tests.txt | head -6
-SPEC=bench/specs/activation.json BASE=none ab_variants "base pipe pipe16 spec rcp blk" \
+activation_ab "base pipe pipe16 spec rcp blk" \
   situ_3072_masked,silu_2048_masked 64,256,2048,8192 \
   situ_3072,silu_2048 256,1024,8192,32768 \
   situ_7168,situ_2048,silu_7168,gelu_2048 1,16,128
-python3 bench/device/ab_table.py $OUT/bench.txt | tee $OUT/table.txt

@@ -96,3 +96,21 @@ k3_run() {
   $bin run bench/specs/routing.json --op kimi_k3 --in logits=$B/k3in/logits_$lt.npy --in bias=$B/k3in/bias_$bt.npy \
     --out-dir $dir --repeat 500 2>&1 | tail -1
 }
+# activation_ab "V1 V2 ..." [OPS TOKENS ...]: every [activation] GPU test ($OUT/tests.txt, exit
+# code and summary), then ab_variants of the activation bench spec with $B/moejit_V for each
+# variant: OPS at TOKENS (comma-separated), by default masked at T_max 64/256/2048/8192 (8
+# experts half full), dense at the same real rows and every kind at T = 1/16/128/32768; the
+# side-by-side table into $OUT/table.txt.
+activation_ab() {
+  local variants=$1
+  shift
+  local args=("$@")
+  [ ${#args[@]} -eq 0 ] && args=(situ_3072_masked,silu_2048_masked 64,256,2048,8192
+    situ_3072,silu_2048 256,1024,8192,32768
+    silu_3072,silu_7168,situ_2048,situ_7168,gelu_2048,gelu_tanh_2048,swiglu_oai_2880 1,16,128,32768)
+  echo "== [activation] tests"
+  timeout 300 $B/test_gpu "[activation]" > $OUT/tests.txt 2>&1; echo "exit $?"
+  grep -E "FAILED|test cases|assertions|All tests" $OUT/tests.txt | head -6
+  SPEC=bench/specs/activation.json BASE=none ab_variants "$variants" "${args[@]}"
+  python3 bench/device/ab_table.py $OUT/bench.txt | tee $OUT/table.txt
+}
