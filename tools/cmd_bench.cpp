@@ -1,4 +1,4 @@
-// moejit bench SPEC [--op NAME] [--tokens T,...] [--calls N] [--replays N] [--json FILE] [--device N]
+// moejit bench SPEC [--op NAME] [--tokens T,...] [--calls N] [--replays N] [--hot NAME,...] [--json FILE] [--device N]
 // Per-call time of each op (performance.md's method: N calls per CUDA graph, median of replays,
 // inputs rotated past L2), against the device-to-device copy bandwidth measured in the same run.
 #include <moejit/context.hpp>
@@ -9,17 +9,39 @@
 #include "op_runner.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 
 namespace moejit::tools {
 
+namespace {
+
+// Each --hot name is an input of at least one chosen op (ops without it rotate everything).
+void check_hot(const Spec& spec, const std::vector<std::shared_ptr<const OpSpec>>& ops, const std::vector<std::string>& hot) {
+  std::vector<std::string> inputs;
+  for (const auto& op : ops) {
+    for (const auto& t : op->tensors()) {
+      if (t.role == TensorRole::input && std::ranges::find(inputs, t.name) == inputs.end()) inputs.push_back(t.name);
+    }
+  }
+  for (const auto& name : hot) {
+    if (std::ranges::find(inputs, name) != inputs.end()) continue;
+    throw Error({.kind = ErrorKind::usage, .message = "no input of the chosen ops has this name", .file = spec.file,
+                 .pointer = "--hot", .found = name, .expected = fmt::format("one of {}", fmt::join(inputs, ", "))});
+  }
+}
+
+}  // namespace
+
 Action add_bench(CLI::App& app) {
   struct Opts {
     std::string spec, op, json;
     std::vector<std::int64_t> tokens;
+    std::vector<std::string> hot;
     int calls = 20, replays = 7, device = 0;
     bool pdl = false;
   };
@@ -30,12 +52,17 @@ Action add_bench(CLI::App& app) {
   sub->add_option("--tokens", o->tokens, "token counts (default: the op's list)")->delimiter(',');
   sub->add_option("--calls", o->calls, "calls captured per CUDA graph")->check(CLI::Range(1, 1000));
   sub->add_option("--replays", o->replays, "graph replays; the median is reported")->check(CLI::Range(1, 1000));
+  sub->add_option("--hot", o->hot,
+                  "inputs kept in L2 instead of rotated (comma-separated names): data the kernel before the op has "
+                  "just written or read, as a masked activation's expert_num_tokens")
+      ->delimiter(',');
   sub->add_option("--json", o->json, "also write the results as JSON to this file");
   sub->add_option("--device", o->device, "GPU ordinal");
   sub->add_flag("--pdl", o->pdl, "launch with programmatic dependent launch (as MOEJIT_PDL=1): each call may start while the one before it finishes");
   return [o] {
     const Spec spec = load_spec(o->spec);
     const auto ops = select_ops(spec, o->op);
+    check_hot(spec, ops, o->hot);
     Options options = Options::from_environment();
     options.programmatic_launch = options.programmatic_launch || o->pdl;
     Context context(options, o->device);
@@ -59,13 +86,13 @@ Action add_bench(CLI::App& app) {
     for (const auto& op : loaded) {
       const auto& harness = reference::harness_for(op->spec().family());
       for (auto t : o->tokens.empty() ? harness.bench_tokens(op->spec()) : o->tokens) {
-        const auto r = bench_case(context, *op, stream, t, copy, o->calls, o->replays);
+        const auto r = bench_case(context, *op, stream, t, copy, o->calls, o->replays, o->hot);
         fmt::print("{:<24} {:>7} {:>10.2f} {:>11} {:>9.0f} {:>6.1f}%\n", op->spec().name, t, r.us_per_call,
                    human_bytes(r.bytes), r.gb_per_s, 100 * r.copy_fraction);
         results.push_back({{"op", op->spec().name}, {"family", op->spec().family()},
                            {"op_spec", nlohmann::json::parse(op->spec().canonical_json())}, {"tokens", t},
                            {"us_per_call", r.us_per_call}, {"bytes", r.bytes}, {"GBps", r.gb_per_s},
-                           {"copy_fraction", r.copy_fraction}});
+                           {"copy_fraction", r.copy_fraction}, {"hot", o->hot}});
       }
     }
     if (!o->json.empty()) {

@@ -55,8 +55,10 @@ struct BenchResult {
 /// Device-to-device copy bandwidth, bytes read + written per second, timed like the ops.
 double measure_copy_bandwidth(Context& context, const detail::Stream& stream);
 /// Times `calls` launches per graph replay (median of `replays`), rotating through enough copies
-/// of the tensors that successive calls are not served from L2.
+/// of the tensors that successive calls are not served from L2 -- but for the tensors named in
+/// `hot`: one copy bound in every call, as data the kernel before the op has just written or read
+/// (a masked activation's expert_num_tokens, written by the dispatch and read by the grouped GEMM).
 BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
-                       double copy_bandwidth, int calls = 20, int replays = 7);
+                       double copy_bandwidth, int calls = 20, int replays = 7, std::span<const std::string> hot = {});
 
 }  // namespace moejit::tools
