@@ -103,7 +103,7 @@ std::vector<std::int64_t> ActivationHarness::check_tokens(const OpSpec& spec) co
 
 std::string ActivationHarness::variant_name(int variant) const {
   if (variant == 0) return "normal(0, 2)";
-  return variant == 1 ? "large, zero and infinite values" : "half-full experts";
+  return variant == 1 ? "large, zero and infinite values, subnormal sigmoids" : "half-full experts";
 }
 
 void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tensors, std::int64_t tokens, Rng& rng,
@@ -112,6 +112,10 @@ void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> te
   auto& x = tensors[0];
   std::normal_distribution<float> normal(0.0f, 2.0f);
   std::uniform_real_distribution<float> large(-50.0f, 50.0f);
+  // Arguments of the sigmoid whose 1 / (1 + exp(-x)) is subnormal (1 + exp(-x) in [2^126,
+  // FLT_MAX]): the GPU's reciprocal leaves its fast path there (templates/activation.cuh).
+  const float sigmoid_scale = op.kind == ActivationKind::swiglu_oai ? op.alpha : 1.0f;
+  std::uniform_real_distribution<float> subnormal_sigmoid(-88.6f / sigmoid_scale, -87.4f / sigmoid_scale);
   std::uniform_int_distribution<int> pick(0, 99);
   constexpr float kInf = std::numeric_limits<float>::infinity();
   if (variant == 2) {
@@ -133,6 +137,7 @@ void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> te
       else if (p < 40) v = large(rng);
       else if (p < 42) v = kInf;
       else if (p < 44) v = -kInf;
+      else if (p < 46) v = subnormal_sigmoid(rng);
     }
     store(op.dtype, x.data.data(), i, v);
   }

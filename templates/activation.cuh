@@ -37,10 +37,20 @@ struct ActivationChecks {
   static constexpr bool ok = true;
 };
 
-/// sigmoid(x), the bits of common.cuh's sigmoid: the reciprocal's fast path alone (rcp_fast, for
-/// 1 <= y < 2^126), __frcp_rn for the rest (x below about -87, NaN). Its range check and branch
-/// off the common path: masked SituGLU 3072 at 8192 real rows 53.0 -> 51.9 us, swiglu_oai 2880 at
-/// 32768 rows 145 -> 135 (H200, bench/results/2026-12-01-f/act11).
+/// sigmoid(x), the bits of common.cuh's sigmoid for 1 <= 1 + exp(-x) < 2^126 (every x above
+/// about -87) by the reciprocal's fast path alone (rcp_fast); sets `slow` where it is wrong (x
+/// below that, NaN), and the caller redoes its chunk with common.cuh's sigmoid. The range check
+/// off the common path: masked SituGLU 3072 at 8192 real rows 53.0 -> 51.9 us, swiglu_oai 2880
+/// at 32768 rows 145 -> 135 (H200, bench/results/2026-12-01-f/act11). One branch a chunk, after
+/// all its values: a branch is a scheduling barrier, and one a value kept the next value's
+/// reciprocal (and SituGLU's tanh) from overlapping with it.
+__device__ __forceinline__ float sigmoid_fast(float x, bool& slow) {
+  const float y = sigmoid_denominator(x);
+  slow |= !rcp_fast_ok(y);
+  return rcp_fast(y);
+}
+
+/// sigmoid(x), the same bits, with a branch to __frcp_rn per value where it is needed.
 __device__ __forceinline__ float sigmoid_by_rcp_fast(float x) {
   const float y = sigmoid_denominator(x);
   float s = rcp_fast(y);
@@ -48,15 +58,24 @@ __device__ __forceinline__ float sigmoid_by_rcp_fast(float x) {
   return s;
 }
 
-/// SituGLU's output from its gate and its (possibly squashed) up value.
-template <class C>
-__device__ __forceinline__ typename C::Out situ_output(float g, float v) {
-  const float s = sigmoid_by_rcp_fast(g);
-  const float a = mul(mul(C::kBeta, tanh_accurate(mul(g, C::kInvBeta))), s);
-  return from_float<typename C::Out>(mul(a, v));
+/// SituGLU's output from its gate and its (possibly squashed) up value, with the sigmoid given.
+template <class C, class Sigmoid>
+__device__ __forceinline__ typename C::Out situ_output(float g, float v, Sigmoid&& sigmoid_of) {
+  const float t = mul(C::kBeta, tanh_accurate(mul(g, C::kInvBeta)));
+  return from_float<typename C::Out>(mul(mul(t, sigmoid_of(g)), v));
 }
 
-/// One output element from its gate and up values, rounded as numerics.md says.
+/// swiglu_oai's output, with the sigmoid given. NaN-propagating clamps: a comparison with NaN is
+/// false, so NaN passes through.
+template <class C, class Sigmoid>
+__device__ __forceinline__ typename C::Out swiglu_oai_output(float g, float u, Sigmoid&& sigmoid_of) {
+  const float gc = g > C::kLimit ? C::kLimit : g;
+  const float uc = u > C::kLimit ? C::kLimit : (u < -C::kLimit ? -C::kLimit : u);
+  return from_float<typename C::Out>(mul(add(uc, 1.0f), mul(gc, sigmoid_of(mul(C::kAlpha, gc)))));
+}
+
+/// One output element from its gate and up values, rounded as numerics.md says (the kinds
+/// without a sigmoid; activate_chunk does SituGLU and swiglu_oai a chunk at a time).
 template <class C>
 __device__ __forceinline__ typename C::Out activate(float g, float u) {
   using Out = typename C::Out;
@@ -68,21 +87,13 @@ __device__ __forceinline__ typename C::Out activate(float g, float u) {
     // lets two correct erff implementations disagree in every bit of the result.
     const float a = round_to<Out>(mul(mul(0.5f, g), erfcf(-mul(g, 0.70710678118654752f))));
     return from_float<Out>(mul(a, u));
-  } else if constexpr (C::kKind == ActKind::gelu_tanh) {
+  } else {
+    static_assert(C::kKind == ActKind::gelu_tanh, "SituGLU and swiglu_oai go through activate_chunk");
     // NOTE: 0.5 * (1 + tanh(y)) as 1 / (1 + exp(-2y)), for the same reason.
     const float cube = mul(mul(g, g), g);
     const float inner = mul(0.7978845608f, add(g, mul(0.044715f, cube)));
     const float a = round_to<Out>(__fdiv_rn(g, add(1.0f, expf(-mul(2.0f, inner)))));
     return from_float<Out>(mul(a, u));
-  } else if constexpr (C::kKind == ActKind::swiglu_oai) {
-    // NaN-propagating clamps: a comparison with NaN is false, so NaN passes through.
-    const float gc = g > C::kLimit ? C::kLimit : g;
-    const float uc = u > C::kLimit ? C::kLimit : (u < -C::kLimit ? -C::kLimit : u);
-    const float glu = mul(gc, sigmoid_by_rcp_fast(mul(C::kAlpha, gc)));
-    return from_float<Out>(mul(add(uc, 1.0f), glu));
-  } else {  // situ; with linear_beta, activate_chunk squashes u first
-    static_assert(!(C::kLinearBeta > 0.0f), "SituGLU with linear_beta goes through activate_chunk");
-    return situ_output<C>(g, u);
   }
 }
 
@@ -90,10 +101,21 @@ __device__ __forceinline__ typename C::Out activate(float g, float u) {
 /// switch point (|u| < 15 at linear_beta 25) for all but outliers, so when no lane of the warp
 /// holds a larger one the warp takes only tanh's polynomial part (no exp, no reciprocal: about a
 /// sixth of SituGLU's instructions); otherwise every lane takes the whole tanh. The same bits
-/// either way (tanh_accurate selects the polynomial below the switch point).
+/// either way (tanh_accurate selects the polynomial below the switch point). SituGLU and
+/// swiglu_oai take their sigmoids by sigmoid_fast and redo the chunk where one was out of its
+/// range (the same bits where it was in range).
 template <class C, int kV>
 __device__ __forceinline__ void activate_chunk(const Vec<typename C::In, kV>& g, const Vec<typename C::In, kV>& u,
                                                Vec<typename C::Out, kV>& o) {
+  bool slow = false;
+  // NOTE: SituGLU's vector path keeps a branch a value: without them its 8 values overlap in
+  // 40-48 registers (32 with), 5-6 blocks an SM instead of 8, and d 3072/7168 ran 2.5% slower at
+  // 32768 rows; swiglu_oai stays at 32 and gains at every T (H200, bench/results/2026-12-01-g/act13).
+  const auto fast = [&slow](float x) {
+    if constexpr (kV == 1 || C::kKind == ActKind::swiglu_oai) return sigmoid_fast(x, slow);
+    else return sigmoid_by_rcp_fast(x);
+  };
+  const auto exact = [](float x) { return sigmoid(x); };
   if constexpr (C::kKind == ActKind::situ && C::kLinearBeta > 0.0f) {
     float y[kV];
     bool large = false;
@@ -110,7 +132,25 @@ __device__ __forceinline__ void activate_chunk(const Vec<typename C::In, kV>& g,
       for (int i = 0; i < kV; ++i) y[i] = tanh_small(y[i]);
     }
 #pragma unroll
-    for (int i = 0; i < kV; ++i) o.v[i] = situ_output<C>(to_float(g.v[i]), mul(C::kLinearBeta, y[i]));
+    for (int i = 0; i < kV; ++i) o.v[i] = situ_output<C>(to_float(g.v[i]), mul(C::kLinearBeta, y[i]), fast);
+    if (slow) {
+#pragma unroll
+      for (int i = 0; i < kV; ++i) {
+        const float v = mul(C::kLinearBeta, tanh_accurate(mul(to_float(u.v[i]), C::kInvLinearBeta)));
+        o.v[i] = situ_output<C>(to_float(g.v[i]), v, exact);
+      }
+    }
+  } else if constexpr (C::kKind == ActKind::situ || C::kKind == ActKind::swiglu_oai) {
+    const auto output = [](float gi, float ui, const auto& sigmoid_of) {
+      if constexpr (C::kKind == ActKind::situ) return situ_output<C>(gi, ui, sigmoid_of);
+      else return swiglu_oai_output<C>(gi, ui, sigmoid_of);
+    };
+#pragma unroll
+    for (int i = 0; i < kV; ++i) o.v[i] = output(to_float(g.v[i]), to_float(u.v[i]), fast);
+    if (slow) {
+#pragma unroll
+      for (int i = 0; i < kV; ++i) o.v[i] = output(to_float(g.v[i]), to_float(u.v[i]), exact);
+    }
   } else {
 #pragma unroll
     for (int i = 0; i < kV; ++i) o.v[i] = activate<C>(to_float(g.v[i]), to_float(u.v[i]));
