@@ -39,10 +39,10 @@ MASKED_OPS = "situ_3072_masked,silu_2048_masked"
 MASKED_TOKENS = [64, 256, 2048, 8192]  # rows per expert; 8 experts half full = 256, 1024, 8192, 32768 real rows
 
 
-def moejit_bench(moejit, ops, tokens):
+def moejit_bench(moejit, ops, tokens, extra=()):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
-        cmd = [moejit, "bench", SPEC, "--op", ops, "--tokens", ",".join(map(str, tokens)), "--json", out]
+        cmd = [moejit, "bench", SPEC, "--op", ops, "--tokens", ",".join(map(str, tokens)), "--json", out, *extra]
         print("$", " ".join(cmd), flush=True)
         subprocess.run(cmd, check=True)
         with open(out) as f:
@@ -51,9 +51,33 @@ def moejit_bench(moejit, ops, tokens):
 
 def moejit_results(moejit, tokens):
     dense = moejit_bench(moejit, DENSE_OPS, tokens)
+    # Masked with the counts rotated like the inputs, and kept in L2 (--hot) as in a layer, where
+    # the dispatch writes them and the grouped GEMM reads them just before; dense at 256 rows too.
     masked = moejit_bench(moejit, MASKED_OPS, MASKED_TOKENS)
-    dense["results"] += masked["results"]
+    hot = moejit_bench(moejit, MASKED_OPS, MASKED_TOKENS, ["--hot", "expert_num_tokens"])
+    extra = moejit_bench(moejit, "situ_3072,silu_2048", [8 * MASKED_TOKENS[0] // 2])
+    dense["results"] += masked["results"] + hot["results"]
+    dense["dense_extra"] = extra["results"]
     return dense
+
+
+def masked_against_dense(mj):
+    """Masked (8 experts half full) beside dense at the same real rows, us per call."""
+    dense = {(r["op"], r["tokens"]): r["us_per_call"] for r in mj["results"] + mj["dense_extra"] if "masked" not in r["op"]}
+    rows = []
+    for r in mj["results"]:
+        if "masked" not in r["op"] or r.get("hot"):
+            continue
+        hot = next(h for h in mj["results"] if h["op"] == r["op"] and h["tokens"] == r["tokens"] and h.get("hot"))
+        real = 8 * r["tokens"] // 2
+        d = dense.get((r["op"].replace("_masked", ""), real))
+        if d is None:
+            continue
+        rows.append({"op": r["op"], "t_max": r["tokens"], "real_rows": real, "masked_us": r["us_per_call"],
+                     "masked_hot_us": hot["us_per_call"], "dense_us": d})
+        print(f"  {r['op']:<18} {real:>6} real rows: masked {r['us_per_call']:>8.2f} us ({100 * (r['us_per_call'] / d - 1):+5.1f}%), "
+              f"counts in L2 {hot['us_per_call']:>8.2f} ({100 * (hot['us_per_call'] / d - 1):+5.1f}%), dense {d:>8.2f}")
+    return rows
 
 
 def main():
@@ -98,11 +122,14 @@ def main():
     others = [r for r in mj["results"] if not any(r["op"] == f"{k}_{d}" for k in ("silu", "situ") for d in widths)]
     print("\nother moejit activation ops (bytes counted over real rows for masked layouts):")
     for r in others:
-        print(f"  {r['op']:<18} T={r['tokens']:>6} {r['us_per_call']:>9.2f} us {100 * r['copy_fraction']:>6.1f}% of copy")
+        hot = " (counts in L2)" if r.get("hot") else ""
+        print(f"  {r['op']:<18} T={r['tokens']:>6} {r['us_per_call']:>9.2f} us {100 * r['copy_fraction']:>6.1f}% of copy{hot}")
+    print("\nmasked, 8 experts half full, against dense at the same real rows (+ = slower than dense):")
+    masked_rows = masked_against_dense(mj)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": mj["device"], "torch": torch.__version__, "copy_GBps_torch": copy / 1e9,
-                       "copy_GBps_moejit": mj["copy_GBps"], "rows": rows, "moejit": mj}, f, indent=2)
+                       "copy_GBps_moejit": mj["copy_GBps"], "rows": rows, "masked_against_dense": masked_rows, "moejit": mj}, f, indent=2)
 
 
 if __name__ == "__main__":
