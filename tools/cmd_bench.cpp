@@ -85,14 +85,19 @@ Action add_bench(CLI::App& app) {
     nlohmann::json results = nlohmann::json::array();
     for (const auto& op : loaded) {
       const auto& harness = reference::harness_for(op->spec().family());
+      std::vector<std::string> hot;  // the --hot names that are this op's inputs
+      for (const auto& t : op->tensors()) {
+        if (t.role == TensorRole::input && std::ranges::find(o->hot, t.name) != o->hot.end()) hot.push_back(t.name);
+      }
+      if (!hot.empty()) fmt::print("{}: {} kept in L2 (--hot)\n", op->spec().name, fmt::join(hot, ", "));
       for (auto t : o->tokens.empty() ? harness.bench_tokens(op->spec()) : o->tokens) {
-        const auto r = bench_case(context, *op, stream, t, copy, o->calls, o->replays, o->hot);
+        const auto r = bench_case(context, *op, stream, t, copy, o->calls, o->replays, hot);
         fmt::print("{:<24} {:>7} {:>10.2f} {:>11} {:>9.0f} {:>6.1f}%\n", op->spec().name, t, r.us_per_call,
                    human_bytes(r.bytes), r.gb_per_s, 100 * r.copy_fraction);
         results.push_back({{"op", op->spec().name}, {"family", op->spec().family()},
                            {"op_spec", nlohmann::json::parse(op->spec().canonical_json())}, {"tokens", t},
                            {"us_per_call", r.us_per_call}, {"bytes", r.bytes}, {"GBps", r.gb_per_s},
-                           {"copy_fraction", r.copy_fraction}, {"hot", o->hot}});
+                           {"copy_fraction", r.copy_fraction}, {"hot", hot}});
       }
     }
     if (!o->json.empty()) {
