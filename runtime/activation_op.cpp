@@ -7,6 +7,7 @@
 #include "templates/activation_args.h"
 
 #include <algorithm>
+#include <array>
 
 namespace moejit::detail {
 
@@ -28,9 +29,12 @@ class ActivationOp final : public Op {
         sm_count_(context.device().sm_count),
         vec_(spec->vec()),
         pdl_(context.options().programmatic_launch) {
-    auto kernel = context.kernel(spec->contracts(context.device().arch).front());
-    kernel->set_block({ActivationSpec::kThreads, 1, 1}, 0);
-    kernel_ = std::move(kernel);
+    const auto contract = spec->contracts(context.device().arch).front();
+    for (std::size_t i = 0; i < kernels_.size(); ++i) {
+      auto kernel = context.kernel(contract, i);
+      kernel->set_block({ActivationSpec::kThreads, 1, 1}, 0);
+      kernels_[i] = std::move(kernel);
+    }
   }
 
  private:
@@ -52,10 +56,10 @@ class ActivationOp final : public Op {
     // kUnroll chunks per thread where that still fills the GPU twice, else one chunk per thread.
     const std::int64_t unrolled = (chunks + threads * unroll - 1) / (threads * unroll);
     const std::int64_t single = (chunks + threads - 1) / threads;
-    // 32-bit element offsets where they all fit (the largest is below rows * 2d).
+    // The kernel of 32-bit element offsets where they all fit (the largest is below rows * 2d).
     const bool narrow = rows * 2 * spec_.d < (std::int64_t{1} << 31);
     ActivationArgs args{in.ptr, out.ptr, masked ? static_cast<const int*>(buffers[1].ptr) : nullptr, tokens,
-                        vectorized ? 1 : 0, narrow ? 1 : 0};
+                        vectorized ? 1 : 0};
     Dim3 grid;
     if (masked) {
       // Grid-stride over each expert's rows, whatever the (device-side) counts turn out to be:
@@ -71,14 +75,14 @@ class ActivationOp final : public Op {
       const std::int64_t blocks = std::max(unrolled, std::min(single, fill / threads));
       grid = {static_cast<unsigned>(std::min<std::int64_t>(blocks, 0x7fffffff)), 1, 1};
     }
-    kernel_->launch(grid, args, stream, pdl_);
+    kernels_[narrow ? 0 : 1]->launch(grid, args, stream, pdl_);
   }
 
   const ActivationSpec& spec_;
   int sm_count_;
   int vec_;
   bool pdl_;  ///< programmatic dependent launch (Options::programmatic_launch)
-  std::shared_ptr<const Kernel> kernel_;
+  std::array<std::shared_ptr<const Kernel>, 2> kernels_;  ///< 32-bit element offsets, 64-bit ones
 };
 
 }  // namespace

@@ -11,8 +11,9 @@
 // chunks serially on a few (per-call latency), and large T gets kUnroll chunks per thread
 // (bytes in flight). All loads of a thread are issued before the first use. A run-time flag
 // selects the scalar path: for pointers not aligned for vectors (offset views), and for outputs
-// so small that one element per thread does not fill the GPU twice; another selects 32-bit
-// element offsets when every offset of the call fits (all but inputs of 2^31 elements or more).
+// so small that one element per thread does not fill the GPU twice. Two kernels: 32-bit element
+// offsets (activation_kernel, every call whose offsets fit: all but inputs of 2^31 elements or
+// more) and 64-bit ones (activation_wide_kernel), so that each has its own registers.
 // Masked layout: one grid row (blockIdx.y) per expert, striding over the rows its count says.
 //
 // Config (generated): kKind, kMasked, kD, kNumExperts, kInterleaved, kBeta, kInvBeta,
@@ -159,9 +160,9 @@ __device__ __forceinline__ void activate_chunk(const Vec<typename C::In, kV>& g,
 
 /// Processes chunks first, first + step, ... of `rows` rows of 2d inputs and d outputs;
 /// row_of(r) is row r's index in the input and output arrays (called with rising r). Index is
-/// the type of every element offset: unsigned when they all fit in 32 bits (the launcher's
-/// `narrow`), where the row of a chunk is a 32-bit division by a constant (2 instructions; the
-/// 64-bit one is ~20, a fifth of a scalar SituGLU element).
+/// the type of every element offset: unsigned when they all fit in 32 bits (activation_kernel),
+/// where the row of a chunk is a 32-bit division by a constant (2 instructions; the 64-bit one
+/// is ~20, a fifth of a scalar SituGLU element).
 template <class C, int kV, class Index, class RowOf>
 __device__ __forceinline__ void activation_rows(const typename C::In* __restrict__ in,
                                                 typename C::Out* __restrict__ out, Index rows, Index first,
@@ -234,25 +235,47 @@ __device__ __forceinline__ void activation_body(const ActivationArgs& args) {
   }
 }
 
-/// The body for the launcher's flags: vectors or scalars, 32- or 64-bit element offsets.
-template <class C, int kV>
-__device__ __forceinline__ void activation_body_of(const ActivationArgs& args) {
-  if (args.narrow) {
-    activation_body<C, kV, unsigned>(args);
-  } else {
-    activation_body<C, kV, long long>(args);
-  }
-}
-
-template <class C>
-__global__ void __launch_bounds__(C::kThreads) activation_kernel(ActivationArgs args) {
+/// The body for the launcher's flag (vectors or scalars) with element offsets of type Index.
+template <class C, class Index>
+__device__ __forceinline__ void activation_entry(const ActivationArgs& args) {
   static_assert(ActivationChecks<C>::ok);
   dependent_launch_prologue();
   if (args.vectorized) {
-    activation_body_of<C, C::kVec>(args);
+    activation_body<C, C::kVec, Index>(args);
   } else {
-    activation_body_of<C, 1>(args);
+    activation_body<C, 1, Index>(args);
   }
+}
+
+/// Blocks of 256 threads an SM the 32-bit kernel is held to, so that ptxas keeps its registers
+/// at 65536 / (256 blocks): 8 blocks = 32 registers. Alone (without the 64-bit path beside it)
+/// silu, gelu_tanh and SituGLU fit 32 without spilling on both archs -- silu had 35-36 with
+/// both paths in one kernel (6 blocks an SM): 32768 rows 7.7-8.6% faster, gelu_tanh 8%, nothing
+/// slower at small T (H200, bench/results/2026-12-01-g/act14). gelu and swiglu_oai spill at 32 on
+/// one arch or the other and are held to their old class (gelu 45 on sm_90a, 34 on sm_100a;
+/// swiglu_oai 32 and 44): left alone, ptxas gives them up to 63.
+template <class C>
+constexpr int activation_min_blocks() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+  constexpr bool sm100 = true;
+#else
+  constexpr bool sm100 = false;
+#endif
+  constexpr int b = C::kKind == ActKind::gelu ? (sm100 ? 6 : 5) : C::kKind == ActKind::swiglu_oai ? (sm100 ? 5 : 8) : 8;
+  return b * 256 / C::kThreads;
+}
+
+/// 32-bit element offsets: every call whose input has fewer than 2^31 elements (the launcher's
+/// pick). A kernel of its own, so that the 64-bit path's registers are not its own.
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, activation_min_blocks<C>()) activation_kernel(ActivationArgs args) {
+  activation_entry<C, unsigned>(args);
+}
+
+/// 64-bit element offsets: inputs of 2^31 elements or more.
+template <class C>
+__global__ void __launch_bounds__(C::kThreads) activation_wide_kernel(ActivationArgs args) {
+  activation_entry<C, long long>(args);
 }
 
 }  // namespace moejit

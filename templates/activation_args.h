@@ -10,7 +10,6 @@ struct ActivationArgs {
   const int* expert_num_tokens;  // masked: [E] rows to process per expert; dense: unused
   long long tokens;              // dense: T; masked: T_max (rows per expert)
   int vectorized;                // 1 when `in` and `out` are aligned for the vector path
-  int narrow;                    // 1 when every element offset (into `in`, < rows * 2d) fits in 31 bits
 };
 
 }  // namespace moejit

@@ -139,8 +139,10 @@ std::vector<Contract> ActivationSpec::contracts(std::string_view arch) const {
       .constant("int", "kUnroll", std::to_string(kUnroll))
       .type("In", dtype)
       .type("Out", out_dtype);
-  c.source = stub.render({"moejit::activation_kernel"}, "moejit::ActivationArgs");
-  c.kernels = {detail::StubBuilder::name_expression("moejit::activation_kernel")};
+  // Kernel 0 with 32-bit element offsets, kernel 1 with 64-bit ones (templates/activation.cuh).
+  c.source = stub.render({"moejit::activation_kernel", "moejit::activation_wide_kernel"}, "moejit::ActivationArgs");
+  c.kernels = {detail::StubBuilder::name_expression("moejit::activation_kernel"),
+               detail::StubBuilder::name_expression("moejit::activation_wide_kernel")};
   return {c};
 }
 

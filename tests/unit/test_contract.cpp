@@ -62,7 +62,7 @@ TEST_CASE("a contract text parses back", "[contract]") {
   CHECK(back.text() == c.text());
 }
 
-TEST_CASE("the generated stub is named constants plus one instantiation", "[contract]") {
+TEST_CASE("the generated stub is named constants plus one instantiation per kernel", "[contract]") {
   const auto c = contract_of(kSitu);
   CHECK(c.source.find("#include \"activation.cuh\"") != std::string::npos);
   CHECK(c.source.find("static constexpr long long kD = 3072;") != std::string::npos);
@@ -71,9 +71,10 @@ TEST_CASE("the generated stub is named constants plus one instantiation", "[cont
   for (auto p = c.source.find("template __global__"); p != std::string::npos; p = c.source.find("template __global__", p + 1)) {
     ++instantiations;
   }
-  CHECK(instantiations == 1);
-  REQUIRE(c.kernels.size() == 1);
+  CHECK(instantiations == 2);
+  REQUIRE(c.kernels.size() == 2);
   CHECK(c.kernels[0] == "moejit::activation_kernel<moejit_generated::Config>");
+  CHECK(c.kernels[1] == "moejit::activation_wide_kernel<moejit_generated::Config>");
 }
 
 TEST_CASE("a routing contract with vector loads instantiates the warp kernel for aligned and unaligned inputs", "[contract][routing]") {
