@@ -63,8 +63,10 @@ class ActivationOp final : public Op {
     Dim3 grid;
     if (masked) {
       // Grid-stride over each expert's rows, whatever the (device-side) counts turn out to be:
-      // 32 blocks per SM in all keep the SMs full (6 resident) when experts are half full, and
-      // a block past its expert's count exits at once. Small T_max: enough blocks for one chunk
+      // 32 blocks per SM in all keep the SMs full (5-8 resident) when experts are half full, and
+      // a block past its expert's count exits at once -- but not for free: with few rows an
+      // expert at T_max 8192, dense's grid for a half-full expert (up to 64 blocks an SM) took
+      // ~11 us more a call than this one (bench/results/2026-12-01-g/final18/NOTE.txt). Small T_max: enough blocks for one chunk
       // a thread when the expert is half full, not full -- half of them found no rows (H200,
       // half-full experts, bench/results/2026-12-01-c/masked-grid: SituGLU 3072 at 1024 real
       // rows 10.12 -> 9.00 us against dense's 8.77; silu 2048 at 256 rows 3.50 -> 3.08).
