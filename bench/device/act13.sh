@@ -7,12 +7,8 @@
 # 32 registers). [activation] tests with both; then ncu's warp states at T = 16.
 source "$(dirname "$0")/common.sh"
 SPEC=bench/specs/activation.json
-for v in o o2; do
-  t=$B/test_gpu; [ $v = o ] && t=$B/test_gpu_o
-  echo "== [activation] tests ($v)"
-  timeout 300 $t "[activation]" > $OUT/tests_$v.txt 2>&1; echo "exit $?"
-  grep -E "FAILED|test cases|assertions|All tests" $OUT/tests_$v.txt | head -6
-done
+tests_of $B/test_gpu_o o "[activation]"
+tests_of $B/test_gpu o2 "[activation]"
 SPEC=$SPEC BASE=none ab_variants "base o o2" \
   situ_2048,situ_3072,situ_7168,swiglu_oai_2880 1,16,128,1024,32768 \
   situ_3072_masked 64,256,2048,8192 \

@@ -114,3 +114,17 @@ activation_ab() {
   SPEC=bench/specs/activation.json BASE=none ab_variants "$variants" "${args[@]}"
   python3 bench/device/ab_table.py $OUT/bench.txt | tee $OUT/table.txt
 }
+# tests_of BIN NAME FILTER: BIN's tests matching FILTER into $OUT/tests_NAME.txt, exit code and summary.
+tests_of() {
+  echo "== $3 tests ($2)"
+  timeout 300 $1 "$3" > $OUT/tests_$2.txt 2>&1; echo "exit $?"
+  grep -E "FAILED|test cases|assertions|All tests" $OUT/tests_$2.txt | head -6
+}
+# activation_beside_torch [LINES]: bench/activation_torch.py with $B/moejit (the table beside torch
+# eager and torch.compile, masked against dense) into $OUT/activation.{txt,json}; its last LINES (52).
+activation_beside_torch() {
+  echo "== activations beside torch"
+  timeout 400 python3 bench/activation_torch.py --moejit $B/moejit --json $OUT/activation.json 2>&1 |
+    grep -v -E "^\\$|warn|UserWarning" > $OUT/activation.txt
+  tail -${1:-52} $OUT/activation.txt
+}

@@ -6,7 +6,4 @@
 # and torch.compile, masked with the counts rotated and in L2 beside dense at the same real rows.
 source "$(dirname "$0")/common.sh"
 gpu_tests "[activation]"
-echo "== activations beside torch"
-timeout 400 python3 bench/activation_torch.py --moejit $B/moejit --json $OUT/activation.json 2>&1 |
-  grep -v -E "^\\$|warn|UserWarning" > $OUT/activation.txt
-tail -52 $OUT/activation.txt
+activation_beside_torch

@@ -9,10 +9,7 @@
 # runtime/activation_op.cpp replaced as results/2026-12-01-g/final18/NOTE.txt says.
 source "$(dirname "$0")/common.sh"
 gpu_tests "[activation]"
-echo "== activations beside torch"
-timeout 300 python3 bench/activation_torch.py --moejit $B/moejit --json $OUT/activation.json 2>&1 |
-  grep -v -E "^\\$|warn|UserWarning" > $OUT/activation.txt
-tail -12 $OUT/activation.txt
+activation_beside_torch 12
 echo "== masked grid: n against m, half full"
 SPEC=bench/specs/activation.json BASE=none ab_variants "n m" \
   silu_2048_masked,situ_3072_masked 64,256,2048,8192 silu_2048,situ_3072 256,1024,8192,32768
