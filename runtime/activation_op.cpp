@@ -66,10 +66,11 @@ class ActivationOp final : public Op {
       // 32 blocks per SM in all keep the SMs full (5-8 resident) when experts are half full, and
       // a block past its expert's count exits at once -- but not for free: with few rows an
       // expert at T_max 8192, dense's grid for a half-full expert (up to 64 blocks an SM) took
-      // ~11 us more a call than this one (bench/results/2026-12-01-g/final18/NOTE.txt). Small T_max: enough blocks for one chunk
-      // a thread when the expert is half full, not full -- half of them found no rows (H200,
-      // half-full experts, bench/results/2026-12-01-c/masked-grid: SituGLU 3072 at 1024 real
-      // rows 10.12 -> 9.00 us against dense's 8.77; silu 2048 at 256 rows 3.50 -> 3.08).
+      // ~11 us more a call than this one (bench/results/2026-12-01-g/final18/NOTE.txt).
+      // Small T_max: enough blocks for one chunk a thread when the expert is half full, not full
+      // -- half of them found no rows (H200, half-full experts,
+      // bench/results/2026-12-01-c/masked-grid: SituGLU 3072 at 1024 real rows 10.12 -> 9.00 us
+      // against dense's 8.77; silu 2048 at 256 rows 3.50 -> 3.08).
       const std::int64_t target = std::max<std::int64_t>(1, (32 * sm_count_ + spec_.num_experts - 1) / spec_.num_experts);
       const std::int64_t half_full = (single + 1) / 2;
       grid = {static_cast<unsigned>(std::min(half_full, target)), static_cast<unsigned>(spec_.num_experts), 1};

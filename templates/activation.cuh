@@ -53,10 +53,9 @@ __device__ __forceinline__ float sigmoid_fast(float x, bool& slow) {
 
 /// sigmoid(x), the same bits, with a branch to __frcp_rn per value where it is needed.
 __device__ __forceinline__ float sigmoid_by_rcp_fast(float x) {
-  const float y = sigmoid_denominator(x);
-  float s = rcp_fast(y);
-  if (!rcp_fast_ok(y)) s = __frcp_rn(y);
-  return s;
+  bool slow = false;
+  const float s = sigmoid_fast(x, slow);
+  return slow ? sigmoid(x) : s;
 }
 
 /// SituGLU's output from its gate and its (possibly squashed) up value, with the sigmoid given.
