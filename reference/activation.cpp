@@ -102,8 +102,23 @@ std::vector<std::int64_t> ActivationHarness::check_tokens(const OpSpec& spec) co
 }
 
 std::string ActivationHarness::variant_name(int variant) const {
-  if (variant == 0) return "normal(0, 2)";
-  return variant == 1 ? "large, zero and infinite values, subnormal sigmoids" : "half-full experts";
+  switch (variant) {
+    case 0: return "normal(0, 2)";
+    case 1: return "large, zero and infinite values, subnormal sigmoids";
+    case 2: return "half-full experts";
+    case 3: return "0-12 rows an expert";
+    case 4: return "expert 0 full, the others empty";
+    default: return "every expert full";
+  }
+}
+
+std::vector<OpHarness::BenchInputs> ActivationHarness::bench_inputs(const OpSpec& spec) const {
+  if (as_activation(spec).layout != ActivationLayout::masked) return {{"uniform", 2, "uniform(-4, 4)"}};
+  // A masked activation's rows are whatever the dispatch sent: half full (the typical load), a
+  // few rows an expert (decode with a large T_max), all on one expert (a skewed router), or
+  // every expert full (the layout's cost beside dense at the same rows).
+  return {{"half-full", 2, variant_name(2)}, {"few", 3, variant_name(3)}, {"one-full", 4, variant_name(4)},
+          {"full", 5, variant_name(5)}};
 }
 
 void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tensors, std::int64_t tokens, Rng& rng,
@@ -118,7 +133,7 @@ void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> te
   std::uniform_real_distribution<float> subnormal_sigmoid(-88.6f / sigmoid_scale, -87.4f / sigmoid_scale);
   std::uniform_int_distribution<int> pick(0, 99);
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  if (variant == 2) {
+  if (variant >= 2) {
     // Bench-sized inputs: a cheap hash (splitmix64) of the index, uniform in [-4, 4), no zeros.
     const std::uint64_t seed = rng();
     for (std::size_t i = 0; i < x.elements(); ++i) {
@@ -129,7 +144,7 @@ void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> te
       store(op.dtype, x.data.data(), i, static_cast<float>(z >> 40) * (8.0f / 16777216.0f) - 3.999f);
     }
   }
-  for (std::size_t i = 0; variant != 2 && i < x.elements(); ++i) {
+  for (std::size_t i = 0; variant < 2 && i < x.elements(); ++i) {
     float v = normal(rng);
     if (variant == 1) {
       const int p = pick(rng);
@@ -146,8 +161,14 @@ void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> te
   auto* counts = tensors[1].as<std::int32_t>();
   std::uniform_int_distribution<std::int64_t> some(0, tokens);
   for (std::int64_t e = 0; e < op.num_experts; ++e) {
-    if (variant == 2) {
-      counts[e] = static_cast<std::int32_t>(tokens / 2);
+    if (variant >= 2) {
+      // The same counts for every seed: bench figures compare across runs and binaries.
+      constexpr std::int32_t kFew[] = {3, 0, 7, 1, 12, 5, 0, 2};
+      const std::int64_t n = variant == 2   ? tokens / 2
+                             : variant == 3 ? kFew[e % 8]
+                             : variant == 4 ? (e == 0 ? tokens : 0)
+                                            : tokens;
+      counts[e] = static_cast<std::int32_t>(std::min(n, tokens));
       continue;
     }
     switch (e % 5) {

@@ -25,6 +25,10 @@ HostTensor HostTensor::zeros(DType dtype, std::vector<std::int64_t> shape) {
 
 std::string OpHarness::variant_name(int variant) const { return variant == 0 ? "random" : fmt::format("variant {}", variant); }
 
+std::vector<OpHarness::BenchInputs> OpHarness::bench_inputs(const OpSpec&) const {
+  return {{"random", 0, variant_name(0)}};
+}
+
 std::vector<std::int64_t> OpHarness::check_tokens(const OpSpec&) const { return {0, 1, 7, 33, 1024}; }
 
 std::vector<std::int64_t> OpHarness::bench_tokens(const OpSpec&) const { return {1, 16, 128, 1024, 8192, 32768}; }

@@ -23,8 +23,14 @@ class OpHarness {
   /// non-finite values, empty experts, ...).
   virtual int variants() const { return 1; }
   virtual std::string variant_name(int variant) const;
-  /// The variant `bench` times (the op's typical inputs).
-  virtual int bench_variant() const { return 0; }
+  /// The input distributions `bench` can time (`--inputs NAME`), the op's typical ones first
+  /// (the default). Each names a variant of fill_inputs, not necessarily one a check sweeps.
+  struct BenchInputs {
+    std::string name;   ///< as given to --inputs
+    int variant = 0;    ///< passed to fill_inputs
+    std::string about;  ///< one line for the bench's output
+  };
+  virtual std::vector<BenchInputs> bench_inputs(const OpSpec& op) const;
   /// Token counts a check sweeps, and those a bench times.
   virtual std::vector<std::int64_t> check_tokens(const OpSpec& op) const;
   virtual std::vector<std::int64_t> bench_tokens(const OpSpec& op) const;

@@ -1,4 +1,5 @@
-// moejit bench SPEC [--op NAME] [--tokens T,...] [--calls N] [--replays N] [--hot NAME,...] [--json FILE] [--device N]
+// moejit bench SPEC [--op NAME] [--tokens T,...] [--calls N] [--replays N] [--hot NAME,...] [--inputs NAME]
+//              [--json FILE] [--device N] [--pdl]
 // Per-call time of each op (performance.md's method: N calls per CUDA graph, median of replays,
 // inputs rotated past L2), against the device-to-device copy bandwidth measured in the same run.
 #include <moejit/context.hpp>
@@ -35,11 +36,33 @@ void check_hot(const Spec& spec, const std::vector<std::shared_ptr<const OpSpec>
   }
 }
 
+// The harness inputs each chosen op is timed on: its first (typical) ones, or those named `name`,
+// which every chosen op must offer.
+std::vector<reference::OpHarness::BenchInputs> pick_inputs(const Spec& spec,
+                                                            const std::vector<std::shared_ptr<const OpSpec>>& ops,
+                                                            const std::string& name) {
+  std::vector<reference::OpHarness::BenchInputs> picked;
+  for (const auto& op : ops) {
+    const auto offered = reference::harness_for(op->family()).bench_inputs(*op);
+    const auto it = name.empty() ? offered.begin()
+                                 : std::ranges::find(offered, name, &reference::OpHarness::BenchInputs::name);
+    if (it == offered.end()) {
+      std::vector<std::string> names;
+      for (const auto& i : offered) names.push_back(i.name);
+      throw Error({.kind = ErrorKind::usage, .message = fmt::format("op {} has no such bench inputs", op->name),
+                   .file = spec.file, .pointer = "--inputs", .found = name,
+                   .expected = fmt::format("one of {}", fmt::join(names, ", "))});
+    }
+    picked.push_back(*it);
+  }
+  return picked;
+}
+
 }  // namespace
 
 Action add_bench(CLI::App& app) {
   struct Opts {
-    std::string spec, op, json;
+    std::string spec, op, json, inputs;
     std::vector<std::int64_t> tokens;
     std::vector<std::string> hot;
     int calls = 20, replays = 7, device = 0;
@@ -56,6 +79,9 @@ Action add_bench(CLI::App& app) {
                   "inputs kept in L2 instead of rotated (comma-separated names): data the kernel before the op has "
                   "just written or read, as a masked activation's expert_num_tokens")
       ->delimiter(',');
+  sub->add_option("--inputs", o->inputs,
+                  "the input distribution to time (default: the op's typical one); for masked activations "
+                  "half-full, few (0-12 rows an expert), one-full (expert 0 full, the others empty) or full");
   sub->add_option("--json", o->json, "also write the results as JSON to this file");
   sub->add_option("--device", o->device, "GPU ordinal");
   sub->add_flag("--pdl", o->pdl, "launch with programmatic dependent launch (as MOEJIT_PDL=1): each call may start while the one before it finishes");
@@ -63,17 +89,20 @@ Action add_bench(CLI::App& app) {
     const Spec spec = load_spec(o->spec);
     const auto ops = select_ops(spec, o->op);
     check_hot(spec, ops, o->hot);
+    const auto inputs = pick_inputs(spec, ops, o->inputs);
     Options options = Options::from_environment();
     options.programmatic_launch = options.programmatic_launch || o->pdl;
     Context context(options, o->device);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::unique_ptr<Op>> loaded;
-    for (const auto& op : ops) {
-      if (op->ranks() > 1) {
-        fmt::print("SKIP {}: spans {} GPUs; bench/latent_tail.sh times it\n", op->name, op->ranks());
+    std::vector<reference::OpHarness::BenchInputs> loaded_inputs;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i]->ranks() > 1) {
+        fmt::print("SKIP {}: spans {} GPUs; bench/latent_tail.sh times it\n", ops[i]->name, ops[i]->ranks());
         continue;
       }
-      loaded.push_back(context.load(op));
+      loaded.push_back(context.load(ops[i]));
+      loaded_inputs.push_back(inputs[i]);
     }
     const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
@@ -83,21 +112,24 @@ Action add_bench(CLI::App& app) {
                context.device().name, context.device().arch, context.device().sm_count, copy / 1e9, load_ms);
     fmt::print("{:<24} {:>7} {:>10} {:>11} {:>9} {:>7}\n", "op", "T", "us/call", "bytes", "GB/s", "%copy");
     nlohmann::json results = nlohmann::json::array();
-    for (const auto& op : loaded) {
+    for (std::size_t i = 0; i < loaded.size(); ++i) {
+      const auto& op = loaded[i];
+      const auto& in = loaded_inputs[i];
       const auto& harness = reference::harness_for(op->spec().family());
+      if (!o->inputs.empty()) fmt::print("{}: inputs {} ({})\n", op->spec().name, in.name, in.about);
       std::vector<std::string> hot;  // the --hot names that are this op's inputs
       for (const auto& t : op->tensors()) {
         if (t.role == TensorRole::input && std::ranges::find(o->hot, t.name) != o->hot.end()) hot.push_back(t.name);
       }
       if (!hot.empty()) fmt::print("{}: {} kept in L2 (--hot)\n", op->spec().name, fmt::join(hot, ", "));
       for (auto t : o->tokens.empty() ? harness.bench_tokens(op->spec()) : o->tokens) {
-        const auto r = bench_case(context, *op, stream, t, copy, o->calls, o->replays, hot);
+        const auto r = bench_case(context, *op, stream, t, copy, o->calls, o->replays, hot, in.variant);
         fmt::print("{:<24} {:>7} {:>10.2f} {:>11} {:>9.0f} {:>6.1f}%\n", op->spec().name, t, r.us_per_call,
                    human_bytes(r.bytes), r.gb_per_s, 100 * r.copy_fraction);
         results.push_back({{"op", op->spec().name}, {"family", op->spec().family()},
                            {"op_spec", nlohmann::json::parse(op->spec().canonical_json())}, {"tokens", t},
                            {"us_per_call", r.us_per_call}, {"bytes", r.bytes}, {"GBps", r.gb_per_s},
-                           {"copy_fraction", r.copy_fraction}, {"hot", hot}});
+                           {"copy_fraction", r.copy_fraction}, {"hot", hot}, {"inputs", in.name}});
       }
     }
     if (!o->json.empty()) {
