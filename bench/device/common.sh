@@ -23,11 +23,12 @@ routing_tests() {
   grep -E "FAILED|test cases|assertions|All tests" $OUT/tests.txt | head -6
 }
 # ab_bench BIN SPEC OPS TOKENS [ENV=VALUE...]: one `moejit bench` of OPS (comma-separated) at
-# TOKENS (space- or comma-separated) with BIN and the environment given, appended to $OUT/bench.txt.
+# TOKENS (space- or comma-separated) with BIN, the environment given and $BENCH_ARGS (more
+# options, e.g. --inputs few), appended to $BENCH_TXT ($OUT/bench.txt).
 ab_bench() {
   local bin=$1 spec=$2 ops=$3 tokens=$4
   shift 4
-  env "$@" timeout 60 $bin bench $spec --op $ops --tokens $tokens >> $OUT/bench.txt 2>&1
+  env "$@" timeout 60 $bin bench $spec --op $ops --tokens $tokens ${BENCH_ARGS:-} >> ${BENCH_TXT:-$OUT/bench.txt} 2>&1
 }
 # ab_run NAME ROUND BIN SPEC OPS TOKENS [ENV=VALUE...]: ab_bench as section `### NAME ROUND` of
 # $OUT/bench.txt (ab_table.py reads them).
@@ -47,7 +48,7 @@ ab_variants() {
   for round in 1 2 3; do
     for v in $variants; do
       local bin=$B/moejit; [ $v != $base ] && bin=$B/moejit_$v
-      echo "### $v $round" >> $OUT/bench.txt
+      echo "### $v $round" >> ${BENCH_TXT:-$OUT/bench.txt}
       for ((i = 0; i < ${#args[@]}; i += 2)); do ab_bench $bin $spec ${args[i]} ${args[i+1]}; done
     done
   done
