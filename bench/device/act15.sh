@@ -15,14 +15,10 @@ tests_of $B/test_gpu_sbc sbc "[activation]"
 V="n s sc sbc"
 M=(silu_2048_masked,situ_3072_masked 64,256,2048,8192)
 echo "== half full"
-SPEC=bench/specs/activation.json BASE=none BENCH_TXT=$OUT/half.txt ab_variants "$V" "${M[@]}" silu_2048,situ_3072 256,1024,8192,32768
-python3 bench/device/ab_table.py $OUT/half.txt | tee $OUT/half_table.txt
+variants_ab "$V" half "" "${M[@]}" silu_2048,situ_3072 256,1024,8192,32768
 echo "== half full, counts in L2"
-SPEC=bench/specs/activation.json BASE=none BENCH_TXT=$OUT/hot.txt BENCH_ARGS="--hot expert_num_tokens" ab_variants "$V" "${M[@]}"
-python3 bench/device/ab_table.py $OUT/hot.txt | tee $OUT/hot_table.txt
+variants_ab "$V" hot "--hot expert_num_tokens" "${M[@]}"
 echo "== few rows an expert (0-12)"
-SPEC=bench/specs/activation.json BASE=none BENCH_TXT=$OUT/few.txt BENCH_ARGS="--inputs few" ab_variants "$V" "${M[@]}"
-python3 bench/device/ab_table.py $OUT/few.txt | tee $OUT/few_table.txt
+variants_ab "$V" few "--inputs few" "${M[@]}"
 echo "== one expert full"
-SPEC=bench/specs/activation.json BASE=none BENCH_TXT=$OUT/one.txt BENCH_ARGS="--inputs one-full" ab_variants "$V" "${M[@]}"
-python3 bench/device/ab_table.py $OUT/one.txt | tee $OUT/one_table.txt
+variants_ab "$V" one "--inputs one-full" "${M[@]}"

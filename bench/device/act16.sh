@@ -13,24 +13,19 @@
 # expert, expert 0 full; then ncu's L1 hit counts for the few-rows and half-full cases.
 source "$(dirname "$0")/common.sh"
 V="n c lc lcn"
-S=bench/specs/activation.json
 M=silu_2048_masked,situ_3072_masked
 echo "== half full"
-SPEC=$S BASE=none BENCH_TXT=$OUT/half.txt ab_variants "$V" $M 64,256,2048,8192 silu_2048,situ_3072 256,1024,8192,32768
-python3 bench/device/ab_table.py $OUT/half.txt | tee $OUT/half_table.txt
+variants_ab "$V" half "" $M 64,256,2048,8192 silu_2048,situ_3072 256,1024,8192,32768
 echo "== every expert full (T_max 32/128/1024/4096 = dense's 256/1024/8192/32768 rows)"
-SPEC=$S BASE=none BENCH_TXT=$OUT/full.txt BENCH_ARGS="--inputs full" ab_variants "$V" $M 32,128,1024,4096
-python3 bench/device/ab_table.py $OUT/full.txt | tee $OUT/full_table.txt
+variants_ab "$V" full "--inputs full" $M 32,128,1024,4096
 echo "== few rows an expert (0-12)"
-SPEC=$S BASE=none BENCH_TXT=$OUT/few.txt BENCH_ARGS="--inputs few" ab_variants "$V" $M 64,256,2048,8192
-python3 bench/device/ab_table.py $OUT/few.txt | tee $OUT/few_table.txt
+variants_ab "$V" few "--inputs few" $M 64,256,2048,8192
 echo "== one expert full"
-SPEC=$S BASE=none BENCH_TXT=$OUT/one.txt BENCH_ARGS="--inputs one-full" ab_variants "$V" $M 64,2048,8192
-python3 bench/device/ab_table.py $OUT/one.txt | tee $OUT/one_table.txt
+variants_ab "$V" one "--inputs one-full" $M 64,2048,8192
 echo "== ncu: silu_2048_masked T_max 8192 (L1 sectors of global loads: hit / miss; L2 read requests)"
 for case in "few n" "few lc" "half-full lc" "half-full lcn"; do
   set -- $case
   timeout 60 ncu --metrics gpu__time_duration.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum,lts__t_requests_srcunit_tex_op_read.sum \
-    --kernel-name regex:activation --launch-count 1 $B/moejit_$2 bench $S --op silu_2048_masked --tokens 8192 --inputs $1 --calls 1 --replays 1 2>&1 |
+    --kernel-name regex:activation --launch-count 1 $B/moejit_$2 bench bench/specs/activation.json --op silu_2048_masked --tokens 8192 --inputs $1 --calls 1 --replays 1 2>&1 |
     awk -v c="$case" '/duration/{d=$NF} /lookup_hit/{h=$NF} /lookup_miss/{m=$NF} /lts__t_requests/{r=$NF} END {printf "%-14s time %s  L1 hit %s  miss %s  L2 reads %s\n", c, d, h, m, r}' | tee -a $OUT/ncu.txt
 done

@@ -12,17 +12,12 @@ source "$(dirname "$0")/common.sh"
 tests_of $B/test_gpu_p p "[activation]"
 tests_of $B/test_gpu_pc pc "[activation]"
 V="n p pc ph"
-S=bench/specs/activation.json
 M=silu_2048_masked,situ_3072_masked
 echo "== half full"
-SPEC=$S BASE=none BENCH_TXT=$OUT/half.txt ab_variants "$V" $M 64,256,2048,8192 silu_2048,situ_3072 256,1024,8192,32768
-python3 bench/device/ab_table.py $OUT/half.txt | tee $OUT/half_table.txt
+variants_ab "$V" half "" $M 64,256,2048,8192 silu_2048,situ_3072 256,1024,8192,32768
 echo "== few rows an expert (0-12)"
-SPEC=$S BASE=none BENCH_TXT=$OUT/few.txt BENCH_ARGS="--inputs few" ab_variants "$V" $M 64,2048,8192
-python3 bench/device/ab_table.py $OUT/few.txt | tee $OUT/few_table.txt
+variants_ab "$V" few "--inputs few" $M 64,2048,8192
 echo "== every expert full (T_max 1024/4096 = dense's 8192/32768 rows)"
-SPEC=$S BASE=none BENCH_TXT=$OUT/full.txt BENCH_ARGS="--inputs full" ab_variants "$V" $M 1024,4096
-python3 bench/device/ab_table.py $OUT/full.txt | tee $OUT/full_table.txt
+variants_ab "$V" full "--inputs full" $M 1024,4096
 echo "== one expert full"
-SPEC=$S BASE=none BENCH_TXT=$OUT/one.txt BENCH_ARGS="--inputs one-full" ab_variants "$V" $M 2048,8192
-python3 bench/device/ab_table.py $OUT/one.txt | tee $OUT/one_table.txt
+variants_ab "$V" one "--inputs one-full" $M 2048,8192

@@ -129,3 +129,12 @@ activation_beside_torch() {
     grep -v -E "^\\$|warn|UserWarning" > $OUT/activation.txt
   tail -${1:-52} $OUT/activation.txt
 }
+# variants_ab "V1 V2 ..." NAME "OPTIONS" OPS TOKENS [OPS TOKENS ...]: ab_variants of the activation
+# bench spec with $B/moejit_V for each variant and the bench OPTIONS given (e.g. "--inputs few"; ""
+# for none) into $OUT/NAME.txt, and its side-by-side table into $OUT/NAME_table.txt.
+variants_ab() {
+  local variants=$1 name=$2 options=$3
+  shift 3
+  SPEC=bench/specs/activation.json BASE=none BENCH_TXT=$OUT/$name.txt BENCH_ARGS="$options" ab_variants "$variants" "$@"
+  python3 bench/device/ab_table.py $OUT/$name.txt | tee $OUT/${name}_table.txt
+}
