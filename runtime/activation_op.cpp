@@ -64,9 +64,11 @@ class ActivationOp final : public Op {
     if (masked) {
       // Grid-stride over each expert's rows, whatever the (device-side) counts turn out to be:
       // 32 blocks per SM in all keep the SMs full (5-8 resident) when experts are half full, and
-      // a block past its expert's count exits at once -- but not for free: with few rows an
-      // expert at T_max 8192, dense's grid for a half-full expert (up to 64 blocks an SM) took
-      // ~11 us more a call than this one (bench/results/2026-12-01-g/final18/NOTE.txt).
+      // a block past its expert's count exits at once -- but not for free: a block costs ~1 ns
+      // of the whole GPU whether it finds rows or not. One pass a thread over a half-full expert
+      // (up to 64 blocks an SM) was 4% faster half full and took 5.7 -> 10.5 us a call with 0-12
+      // rows an expert at T_max 2048-8192 (`moejit bench --inputs few`, H200,
+      // bench/results/2026-12-02/act16).
       // Small T_max: enough blocks for one chunk a thread when the expert is half full, not full
       // -- half of them found no rows (H200, half-full experts,
       // bench/results/2026-12-01-c/masked-grid: SituGLU 3072 at 1024 real rows 10.12 -> 9.00 us

@@ -123,7 +123,7 @@ Action add_bench(CLI::App& app) {
       }
       if (!hot.empty()) fmt::print("{}: {} kept in L2 (--hot)\n", op->spec().name, fmt::join(hot, ", "));
       for (auto t : o->tokens.empty() ? harness.bench_tokens(op->spec()) : o->tokens) {
-        const auto r = bench_case(context, *op, stream, t, copy, o->calls, o->replays, hot, in.variant);
+        const auto r = bench_case(context, *op, stream, t, copy, in.variant, o->calls, o->replays, hot);
         fmt::print("{:<24} {:>7} {:>10.2f} {:>11} {:>9.0f} {:>6.1f}%\n", op->spec().name, t, r.us_per_call,
                    human_bytes(r.bytes), r.gb_per_s, 100 * r.copy_fraction);
         results.push_back({{"op", op->spec().name}, {"family", op->spec().family()},

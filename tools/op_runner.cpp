@@ -55,12 +55,11 @@ double measure_copy_bandwidth(Context& context, const detail::Stream& stream) {
 }
 
 BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
-                       double copy_bandwidth, int calls, int replays, std::span<const std::string> hot,
-                       int variant) {
+                       double copy_bandwidth, int variant, int calls, int replays,
+                       std::span<const std::string> hot) {
   const auto& harness = reference::harness_for(op.spec().family());
   reference::Rng rng(1234);
   auto host = reference::make_tensors(op.spec(), tokens);
-  if (variant < 0) variant = harness.bench_inputs(op.spec()).front().variant;
   harness.fill_inputs(op.spec(), host, tokens, rng, variant);
 
   // NOTE: enough tensor sets that `calls` successive launches span at least 3x the L2; the hot

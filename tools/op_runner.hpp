@@ -58,9 +58,9 @@ double measure_copy_bandwidth(Context& context, const detail::Stream& stream);
 /// of the tensors that successive calls are not served from L2 -- but for the tensors named in
 /// `hot`: one copy bound in every call, as data the kernel before the op has just written or read
 /// (a masked activation's expert_num_tokens, written by the dispatch and read by the grouped GEMM).
-/// The inputs are the harness's `variant` (by default its first bench_inputs()).
+/// The inputs are the harness's `variant` (one of its bench_inputs()).
 BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
-                       double copy_bandwidth, int calls = 20, int replays = 7, std::span<const std::string> hot = {},
-                       int variant = -1);
+                       double copy_bandwidth, int variant, int calls = 20, int replays = 7,
+                       std::span<const std::string> hot = {});
 
 }  // namespace moejit::tools
