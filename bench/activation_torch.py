@@ -37,6 +37,9 @@ def situ_and_mul(x):
 DENSE_OPS = "silu_2048,silu_3072,silu_7168,situ_2048,situ_3072,situ_7168,gelu_2048,gelu_tanh_2048,swiglu_oai_2880"
 MASKED_OPS = "situ_3072_masked,silu_2048_masked"
 MASKED_TOKENS = [64, 256, 2048, 8192]  # rows per expert; 8 experts half full = 256, 1024, 8192, 32768 real rows
+MASKED_E256 = "silu_2048_masked_e256"  # DeepSeek-V3's masked shape: 256 experts
+E256_TOKENS = [16, 64, 256]  # half full = 2048, 8192, 32768 real rows
+EXPERTS = {"situ_3072_masked": 8, "silu_2048_masked": 8, MASKED_E256: 256}
 
 
 def moejit_bench(moejit, ops, tokens, extra=()):
@@ -55,27 +58,30 @@ def moejit_results(moejit, tokens):
     # the dispatch writes them and the grouped GEMM reads them just before; dense at 256 rows too.
     masked = moejit_bench(moejit, MASKED_OPS, MASKED_TOKENS)
     hot = moejit_bench(moejit, MASKED_OPS, MASKED_TOKENS, ["--hot", "expert_num_tokens"])
+    e256 = moejit_bench(moejit, MASKED_E256, E256_TOKENS)
+    e256_hot = moejit_bench(moejit, MASKED_E256, E256_TOKENS, ["--hot", "expert_num_tokens"])
     extra = moejit_bench(moejit, "situ_3072,silu_2048", [8 * MASKED_TOKENS[0] // 2])
-    dense["results"] += masked["results"] + hot["results"]
-    dense["dense_extra"] = extra["results"]
+    extra_e256 = moejit_bench(moejit, "silu_2048", [256 * E256_TOKENS[0] // 2])
+    dense["results"] += masked["results"] + hot["results"] + e256["results"] + e256_hot["results"]
+    dense["dense_extra"] = extra["results"] + extra_e256["results"]
     return dense
 
 
 def masked_against_dense(mj):
-    """Masked (8 experts half full) beside dense at the same real rows, us per call."""
+    """Masked (half-full experts) beside dense at the same real rows, us per call."""
     dense = {(r["op"], r["tokens"]): r["us_per_call"] for r in mj["results"] + mj["dense_extra"] if "masked" not in r["op"]}
     rows = []
     for r in mj["results"]:
         if "masked" not in r["op"] or r.get("hot"):
             continue
         hot = next(h for h in mj["results"] if h["op"] == r["op"] and h["tokens"] == r["tokens"] and h.get("hot"))
-        real = 8 * r["tokens"] // 2
-        d = dense.get((r["op"].replace("_masked", ""), real))
+        real = EXPERTS[r["op"]] * r["tokens"] // 2
+        d = dense.get((r["op"].split("_masked")[0], real))
         if d is None:
             continue
         rows.append({"op": r["op"], "t_max": r["tokens"], "real_rows": real, "masked_us": r["us_per_call"],
                      "masked_hot_us": hot["us_per_call"], "dense_us": d})
-        print(f"  {r['op']:<18} {real:>6} real rows: masked {r['us_per_call']:>8.2f} us ({100 * (r['us_per_call'] / d - 1):+5.1f}%), "
+        print(f"  {r['op']:<21} {real:>6} real rows: masked {r['us_per_call']:>8.2f} us ({100 * (r['us_per_call'] / d - 1):+5.1f}%), "
               f"counts in L2 {hot['us_per_call']:>8.2f} ({100 * (hot['us_per_call'] / d - 1):+5.1f}%), dense {d:>8.2f}")
     return rows
 
@@ -124,7 +130,7 @@ def main():
     for r in others:
         hot = " (counts in L2)" if r.get("hot") else ""
         print(f"  {r['op']:<18} T={r['tokens']:>6} {r['us_per_call']:>9.2f} us {100 * r['copy_fraction']:>6.1f}% of copy{hot}")
-    print("\nmasked, 8 experts half full, against dense at the same real rows (+ = slower than dense):")
+    print("\nmasked, experts half full, against dense at the same real rows (+ = slower than dense):")
     masked_rows = masked_against_dense(mj)
     if a.json:
         with open(a.json, "w") as f:
