@@ -101,6 +101,15 @@ std::vector<std::int64_t> ActivationHarness::check_tokens(const OpSpec& spec) co
   return {0, 1, 7, std::clamp<std::int64_t>(65536 / op.num_experts, 8, 1024)};
 }
 
+std::vector<std::int64_t> ActivationHarness::bench_tokens(const OpSpec& spec) const {
+  const auto& op = as_activation(spec);
+  auto tokens = OpHarness::bench_tokens(spec);
+  if (op.layout != ActivationLayout::masked) return tokens;
+  for (auto& t : tokens) t = std::max<std::int64_t>(1, (2 * t + op.num_experts - 1) / op.num_experts);
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  return tokens;
+}
+
 std::string ActivationHarness::variant_name(int variant) const {
   switch (variant) {
     case 0: return "normal(0, 2)";

@@ -131,6 +131,17 @@ TEST_CASE("the masked reference writes only each expert's first rows", "[referen
   CHECK(harness_for("activation").bytes_moved(op, tensors, tokens) == (0 + 2 + 5) * 4 * (2 * 2 + 2) + 3 * 4);
 }
 
+TEST_CASE("masked activations bench at the T_max where half-full experts hold dense's rows", "[reference]") {
+  const auto& harness = harness_for("activation");
+  const auto dense = parse_spec(R"({"op": "activation", "kind": "silu", "d": 2048})", "t.json");
+  CHECK(harness.bench_tokens(act(dense)) == std::vector<std::int64_t>{1, 16, 128, 1024, 8192, 32768});
+  const auto eight = parse_spec(R"({"op": "activation", "kind": "silu", "d": 2048, "layout": "masked", "num_experts": 8})", "t.json");
+  CHECK(harness.bench_tokens(act(eight)) == std::vector<std::int64_t>{1, 4, 32, 256, 2048, 8192});
+  // Kimi-K3's masked SituGLU: 896 experts of T_max 32768 would be 360 GB of input.
+  const auto k3 = parse_spec(R"({"op": "activation", "kind": "situ", "beta": 4.0, "d": 3072, "layout": "masked", "num_experts": 896})", "t.json");
+  CHECK(harness.bench_tokens(act(k3)) == std::vector<std::int64_t>{1, 3, 19, 74});
+}
+
 TEST_CASE("activation compare: outputs of a subnormal gate are equal within FLT_MIN * |u|", "[reference]") {
   const auto spec = parse_spec(R"({"op": "activation", "kind": "gelu", "d": 2, "dtype": "fp32", "out_dtype": "fp32"})", "t.json");
   const auto& op = act(spec);
