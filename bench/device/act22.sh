@@ -6,6 +6,8 @@
 #   dp   n with the dense grid held to 32 blocks an SM -- in runtime/activation_op.cpp,
 #        `std::min<std::int64_t>(blocks, 0x7fffffff)` -> `std::min<std::int64_t>(blocks, 32 * sm_count_)`,
 #        rebuild, `strip -o .carry/moejit_dp build-dev/moejit`, restore
+# Run: `timeout 300 bash bench/device/act22.sh; bash bench/device/pack_out.sh` (ncu's reports are
+# several files).
 # If dp loses what masked loses, the cost is the striding (then: why -- the warp-state section);
 # if not, it is the masked kernel's own.
 source "$(dirname "$0")/common.sh"
