@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in the fourteenth session, NOT YET RUN (no device time left): the two measurements
+# Prepared in the fourteenth session; its first half (dense at 32 blocks an SM) ran in the fifteenth
+# as act23 (bench/results/2026-12-02-c/act23), its ncu half has not run. The two measurements
 # act18 never reached, ~2-3 minutes of device time. Why does a thread striding over its expert's
 # rows (the shipped masked grid: ~8 passes at T_max 8192) lose ~7% to dense's one pass?
 #   n    the shipped tree (bash bench/device/build.sh; cp .carry/moejit .carry/moejit_n)
