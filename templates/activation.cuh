@@ -9,7 +9,8 @@
 // loads are coalesced and a grid of one chunk per thread does every chunk in one step: the
 // launcher sizes the grid so that small T spreads over the SMs instead of running kUnroll
 // chunks serially on a few (per-call latency), and large T gets kUnroll chunks per thread
-// (bytes in flight). All loads of a thread are issued before the first use. A run-time flag
+// (bytes in flight) -- or, for the issue-bound kinds (SituGLU, erf gelu), a grid of 32 blocks an
+// SM that strides (runtime/activation_op.cpp, dense_blocks_cap). All loads of a thread are issued before the first use. A run-time flag
 // selects the scalar path: for pointers not aligned for vectors (offset views), and for outputs
 // so small that one element per thread does not fill the GPU twice. Two kernels: 32-bit element
 // offsets (activation_kernel, every call whose offsets fit: all but inputs of 2^31 elements or

@@ -74,6 +74,25 @@ TEST_CASE("masked layouts: grid-strided experts, and many experts", "[gpu][activ
   }
 }
 
+TEST_CASE("dense SituGLU and erf gelu stride past their grid of 32 blocks an SM", "[gpu][activation]") {
+  // The launcher holds the issue-bound kinds' dense grid to 32 blocks an SM (dense_blocks_cap):
+  // enough rows for ~2.3 passes a thread, the last one partial, in an odd row count.
+  const auto ops = test::warm({
+      R"({"op": "activation", "kind": "situ", "beta": 4.0, "linear_beta": 25.0, "d": 3072})",
+      R"({"op": "activation", "kind": "gelu", "d": 1000, "dtype": "fp16", "out_dtype": "fp32"})",
+  });
+  const std::int64_t threads = 32 * std::int64_t{gpu_context().device().sm_count} * ActivationSpec::kThreads;
+  std::uint64_t seed = 200;
+  for (const auto& spec : ops) {
+    const auto op = gpu_context().load(spec);
+    const auto& a = dynamic_cast<const ActivationSpec&>(*spec);
+    const std::int64_t tokens = (threads * 23 / 10) / (a.d / a.vec()) | 1;
+    for (int variant = 0; variant < reference::harness_for("activation").variants(); ++variant) {
+      test::check(*op, {variant, tokens, seed++});
+    }
+  }
+}
+
 TEST_CASE("unaligned views take the scalar path and still match", "[gpu][activation]") {
   const auto ops = test::warm({R"({"op": "activation", "kind": "situ", "d": 3072, "beta": 4.0, "linear_beta": 25.0})"});
   auto& ctx = gpu_context();
