@@ -361,6 +361,11 @@ __device__ __forceinline__ void exchange_split(u32& hi_i, u32& x_i, u32& hi_j, u
 /// *p = (a, b) in the lanes where `store` holds, p in shared memory: one predicated store. (With
 /// `if (store) *p = ...` ptxas rebuilt p's address under the predicate at every round, ~7
 /// instructions: Kimi-K2 +55 instructions a token.)
+/// A fast round's store: one lane, or in a tie several lanes with different experts in the one
+/// instruction -- then one of them lands (CUDA programming guide, SIMT architecture) and the
+/// exact rounds rewrite every record after a __syncwarp. compute-sanitizer's racecheck reports
+/// those same-instruction writes of a tie as hazards; nothing else in the warp kernel
+/// (bench/results/2026-12-02-d/race).
 __device__ __forceinline__ void store_if(bool store, uint2* p, u32 a, u32 b) {
   asm volatile(
       "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p st.shared.v2.u32 [%1], {%2, %3};\n\t}" ::"r"(
@@ -439,7 +444,7 @@ __device__ __forceinline__ void resolve_lazy_record(int k, const HiOf& hi, const
     first = is && first == kNoExpert ? expert(s) : first;  // slots rise in expert order
   }
   if (__reduce_add_sync(kFullMask, static_cast<u32>(count)) != 1u) wins += kK;
-  if (count != 0) rec[k].y = first;
+  if (count != 0) rec[k].y = first;  // several lanes only in a tie, which the exact rounds redo
 }
 
 /// After fast rounds with lazy keys: resolve_lazy_record for each record of kUnresolved expert
@@ -448,6 +453,7 @@ template <int kSlots, int kK, class HiOf, class ExpertOf>
 __device__ __forceinline__ void resolve_lazy_records(bool unresolved, const HiOf& hi, const ExpertOf& expert, uint2* rec,
                                                      int& wins) {
   if (!__any_sync(kFullMask, unresolved)) return;
+  __syncwarp();  // the rounds' records, stored by the lanes that won them, before lane k reads rec[k]
 #pragma unroll
   for (int i = 0; i < (kK + 31) / 32; ++i) {
     const int k = i * 32 + static_cast<int>(threadIdx.x % 32u);
@@ -630,7 +636,10 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
   u32 top;
   if constexpr (kLanes == 32 && kK <= 16) {
     top = rounds(Flag<true>{});
-    if (fast_rounds_tied<kK>(wins, last_holders)) top = rounds(Flag<false>{});
+    if (fast_rounds_tied<kK>(wins, last_holders)) {
+      __syncwarp();  // the fast rounds' records (several lanes' in a tie) before the exact ones
+      top = rounds(Flag<false>{});
+    }
   } else {
     top = rounds(Flag<false>{});
   }
@@ -703,7 +712,10 @@ __device__ __forceinline__ u32 select_topk_tagged(const u32 (&tag)[kSlots], u32 
     return top;
   };
   u32 top = rounds(Flag<true>{});
-  if (fast_rounds_tied<kK>(holds, last_holders)) top = rounds(Flag<false>{});
+  if (fast_rounds_tied<kK>(holds, last_holders)) {
+    __syncwarp();  // the fast rounds' records (several lanes' in a tie) before the exact ones
+    top = rounds(Flag<false>{});
+  }
   // Back to untagged upper halves: value bits | 0x80000000 (a valid key, >= 3 after the shift)
   // or the class.
   auto untag = [](u32 t) {
