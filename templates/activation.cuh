@@ -10,11 +10,12 @@
 // launcher sizes the grid so that small T spreads over the SMs instead of running kUnroll
 // chunks serially on a few (per-call latency), and large T gets kUnroll chunks per thread
 // (bytes in flight) -- or, for the issue-bound kinds (SituGLU, erf gelu), a grid of 32 blocks an
-// SM that strides (runtime/activation_op.cpp, dense_blocks_cap). All loads of a thread are issued before the first use. A run-time flag
-// selects the scalar path: for pointers not aligned for vectors (offset views), and for outputs
-// so small that one element per thread does not fill the GPU twice. Two kernels: 32-bit element
-// offsets (activation_kernel, every call whose offsets fit: all but inputs of 2^31 elements or
-// more) and 64-bit ones (activation_wide_kernel), so that each has its own registers.
+// SM that strides (runtime/activation_op.cpp, dense_blocks_cap). All loads of a thread are
+// issued before the first use. A run-time flag selects the scalar path: for pointers not aligned
+// for vectors (offset views), and for outputs so small that one element per thread does not fill
+// the GPU twice. Two kernels: 32-bit element offsets (activation_kernel, every call whose
+// offsets fit: all but inputs of 2^31 elements or more) and 64-bit ones (activation_wide_kernel),
+// so that each has its own registers.
 // Masked layout: one grid row (blockIdx.y) per expert, striding over the rows its count says.
 //
 // Config (generated): kKind, kMasked, kD, kNumExperts, kInterleaved, kBeta, kInvBeta,

@@ -364,7 +364,7 @@ __device__ __forceinline__ void exchange_split(u32& hi_i, u32& x_i, u32& hi_j, u
 /// A fast round's store: one lane, or in a tie several lanes with different experts in the one
 /// instruction -- then one of them lands (CUDA programming guide, SIMT architecture) and the
 /// exact rounds rewrite every record after a __syncwarp. compute-sanitizer's racecheck reports
-/// those same-instruction writes of a tie as hazards; nothing else in the warp kernel
+/// those same-instruction writes of a tie as hazards, and no other hazard in the warp kernel
 /// (bench/results/2026-12-02-d/race).
 __device__ __forceinline__ void store_if(bool store, uint2* p, u32 a, u32 b) {
   asm volatile(
