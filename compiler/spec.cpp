@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -36,9 +38,12 @@ std::vector<std::string> read_archs(SpecReader& r) {
                    .pointer = fmt::format("{}/{}", r.pointer_to("archs"), i),
                    .found = detail::describe_json(a), .expected = fmt::format("one of {}", fmt::join(kSupportedArchs, ", "))});
     }
-    if (std::find(archs.begin(), archs.end(), a.get<std::string>()) == archs.end()) {
-      archs.push_back(a.get<std::string>());
+    if (std::find(archs.begin(), archs.end(), a.get<std::string>()) != archs.end()) {
+      throw Error({.kind = ErrorKind::spec, .message = "arch listed twice", .file = r.file(),
+                   .pointer = fmt::format("{}/{}", r.pointer_to("archs"), i), .found = detail::describe_json(a),
+                   .expected = "each arch once"});
     }
+    archs.push_back(a.get<std::string>());
   }
   return archs;
 }
@@ -71,6 +76,8 @@ std::shared_ptr<OpSpec> parse_op(SpecReader& r, std::size_t index, bool single) 
 
 }  // namespace
 
+std::span<const std::string_view> supported_archs() noexcept { return kSupportedArchs; }
+
 bool is_supported_arch(std::string_view arch) noexcept {
   return std::find(std::begin(kSupportedArchs), std::end(kSupportedArchs), arch) != std::end(kSupportedArchs);
 }
@@ -94,12 +101,23 @@ Spec parse_spec(std::string_view text, std::string_view file) {
     }
     return true;
   };
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    throw Error({.kind = ErrorKind::spec, .message = "not a text file", .file = std::string(file),
+                 .found = fmt::format("a NUL byte at offset {}", nul), .expected = "a JSON spec (UTF-8 text)"});
+  }
   try {
     j = json::parse(text, no_duplicates);
   } catch (const json::exception& e) {
-    throw Error({.kind = ErrorKind::spec, .message = "malformed JSON", .file = std::string(file),
-                 .found = e.what(),
-                 .expected = "a JSON object with finite numbers (NaN and Infinity are not JSON)"});
+    // nlohmann's what() is "[json.exception.parse_error.101] parse error at line 1, column 9:
+    // syntax error ...": the part after the tag says where and what.
+    std::string_view what = e.what();
+    if (what.starts_with("[json.exception.")) what.remove_prefix(std::min(what.size(), what.find(']') + 2));
+    // nlohmann's text already says what it expected; NaN and Infinity read as invalid literals.
+    const bool literal = what.find("invalid literal") != std::string_view::npos &&
+                         (text.find("NaN") != std::string_view::npos || text.find("Infinity") != std::string_view::npos);
+    throw Error({.kind = ErrorKind::spec,
+                 .message = fmt::format("malformed JSON: {}{}", what, literal ? " (NaN and Infinity are not JSON numbers)" : ""),
+                 .file = std::string(file)});
   }
   if (!duplicate.empty()) {
     throw Error({.kind = ErrorKind::spec, .message = "malformed JSON: a key appears twice in one object",
@@ -127,7 +145,7 @@ Spec parse_spec(std::string_view text, std::string_view file) {
     for (const auto& other : spec.ops) {
       if (other->name == op->name) {
         throw Error({.kind = ErrorKind::spec, .message = "duplicate op name", .file = spec.file,
-                     .pointer = fmt::format("/ops/{}/name", i), .found = op->name,
+                     .pointer = fmt::format("/ops/{}/name", i), .found = detail::describe_json(op->name),
                      .expected = "a name no other op of the spec has"});
       }
     }
@@ -138,10 +156,18 @@ Spec parse_spec(std::string_view text, std::string_view file) {
 }
 
 Spec load_spec(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) {
+    throw Error({.kind = ErrorKind::spec, .message = "cannot read spec file: it is a directory", .file = file.string(),
+                 .expected = "a JSON spec file (validate and warmup take a directory of specs)"});
+  }
+  errno = 0;
   std::ifstream in(file, std::ios::binary);
   if (!in) {
-    throw Error({.kind = ErrorKind::spec, .message = "cannot read spec file", .file = file.string(),
-                 .expected = "a readable JSON file"});
+    const int err = errno;
+    throw Error({.kind = ErrorKind::spec,
+                 .message = err ? fmt::format("cannot read spec file: {}", std::strerror(err)) : "cannot read spec file",
+                 .file = file.string(), .expected = "a readable JSON file"});
   }
   std::ostringstream text;
   text << in.rdbuf();
@@ -170,14 +196,14 @@ std::vector<std::filesystem::path> spec_files(std::span<const std::string> args)
   return files;
 }
 
-const OpSpec& Spec::op(std::string_view name_or_index) const {
+const std::shared_ptr<const OpSpec>& Spec::op(std::string_view name_or_index) const {
   for (const auto& o : ops) {
-    if (o->name == name_or_index) return *o;
+    if (o->name == name_or_index) return o;
   }
   std::size_t index = 0;
   auto [end, ec] = std::from_chars(name_or_index.data(), name_or_index.data() + name_or_index.size(), index);
   if (ec == std::errc() && end == name_or_index.data() + name_or_index.size() && index < ops.size()) {
-    return *ops[index];
+    return ops[index];
   }
   std::vector<std::string> names;
   for (const auto& o : ops) names.push_back(o->name);

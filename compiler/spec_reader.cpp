@@ -54,15 +54,15 @@ void SpecReader::fail(std::string_view key, std::string message, std::string exp
 
 const nlohmann::json& SpecReader::value(std::string_view key) const { return object_.at(key); }
 
-const nlohmann::json& SpecReader::required(std::string_view key) const {
-  if (!has(key)) fail(key, fmt::format("missing required field '{}'", key), "");
+const nlohmann::json& SpecReader::required(std::string_view key, std::string_view expected) const {
+  if (!has(key)) fail(key, fmt::format("missing required field '{}'", key), std::string(expected));
   return object_.at(key);
 }
 
 std::string SpecReader::string(std::string_view key, std::optional<std::string> fallback) {
   allow(key);
   if (!has(key) && fallback) return *fallback;
-  const auto& v = required(key);
+  const auto& v = required(key, "a string");
   if (!v.is_string()) fail(key, fmt::format("'{}' must be a string", key), "a string");
   return v.get<std::string>();
 }
@@ -72,7 +72,7 @@ std::string SpecReader::choice(std::string_view key, std::initializer_list<std::
   allow(key);
   const std::string list = fmt::format("one of {}", fmt::join(allowed, ", "));
   if (!has(key) && fallback) return std::string(*fallback);
-  const auto& v = required(key);
+  const auto& v = required(key, list);
   if (!v.is_string()) fail(key, fmt::format("'{}' must be a string", key), list);
   auto s = v.get<std::string>();
   if (std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
@@ -86,7 +86,14 @@ std::int64_t SpecReader::integer(std::string_view key, std::int64_t lo, std::int
   allow(key);
   const std::string range = fmt::format("an integer in [{}, {}]", lo, hi);
   if (!has(key) && fallback) return *fallback;
-  const auto& v = required(key);
+  const auto& v = required(key, range);
+  if (v.is_number_float()) {
+    // JSON has one number type: 8.0 is the integer 8 (as JSON Schema says); 8.5 is not one.
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x != std::trunc(x)) fail(key, fmt::format("'{}' must be an integer", key), range);
+    if (x < static_cast<double>(lo) || x > static_cast<double>(hi)) fail(key, fmt::format("'{}' is out of range", key), range);
+    return static_cast<std::int64_t>(x);
+  }
   if (!v.is_number_integer()) fail(key, fmt::format("'{}' must be an integer", key), range);
   if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
     fail(key, fmt::format("'{}' is out of range", key), range);
@@ -99,23 +106,30 @@ std::int64_t SpecReader::integer(std::string_view key, std::int64_t lo, std::int
 double SpecReader::number(std::string_view key, std::optional<double> fallback) {
   allow(key);
   if (!has(key) && fallback) return *fallback;
-  const auto& v = required(key);
+  const auto& v = required(key, "a finite number");
   if (!v.is_number()) fail(key, fmt::format("'{}' must be a number", key), "a finite number");
   const auto x = v.get<double>();
   if (!std::isfinite(x)) fail(key, fmt::format("'{}' must be finite", key), "a finite number");
   return x;
 }
 
-std::optional<double> SpecReader::optional_number(std::string_view key) {
+float SpecReader::f32(std::string_view key, double lo, double hi, std::optional<double> fallback) {
+  const std::string range = fmt::format("a finite number {}in [{:g}, {:g}]", lo > 0 ? "> 0, " : "", lo, hi);
   allow(key);
-  if (!has(key)) return std::nullopt;
-  return number(key);
+  if (!has(key) && fallback) return static_cast<float>(*fallback);
+  const auto& v = required(key, range);
+  if (!v.is_number()) fail(key, fmt::format("'{}' must be a number", key), range);
+  const auto x = v.get<double>();
+  if (lo > 0 && !(x > 0)) fail(key, fmt::format("'{}' must be > 0", key), range);
+  // Beyond the bounds fp32 would turn the value into 0, a subnormal or infinity (1e-50, 1e300).
+  if (!(x >= lo && x <= hi)) fail(key, fmt::format("'{}' is outside the range the kernels' fp32 math holds", key), range);
+  return static_cast<float>(x);
 }
 
 bool SpecReader::boolean(std::string_view key, std::optional<bool> fallback) {
   allow(key);
   if (!has(key) && fallback) return *fallback;
-  const auto& v = required(key);
+  const auto& v = required(key, "true or false");
   if (!v.is_boolean()) fail(key, fmt::format("'{}' must be true or false", key), "true or false");
   return v.get<bool>();
 }
@@ -127,7 +141,7 @@ DType SpecReader::dtype(std::string_view key, std::initializer_list<DType> allow
   for (DType t : allowed) names.push_back(spec_name(t));
   const std::string list = fmt::format("one of {}", fmt::join(names, ", "));
   if (!has(key) && fallback) return *fallback;
-  const auto& v = required(key);
+  const auto& v = required(key, list);
   if (!v.is_string()) fail(key, fmt::format("'{}' must be a dtype name", key), list);
   auto t = parse_dtype(v.get<std::string>());
   if (!t || std::find(allowed.begin(), allowed.end(), *t) == allowed.end()) {

@@ -15,6 +15,10 @@
 
 namespace moejit::detail {
 
+/// The smallest and largest normal fp32 numbers: the range f32() fields are held to.
+inline constexpr double kF32Min = 1.1754943508222875e-38;
+inline constexpr double kF32Max = 3.4028234663852886e+38;
+
 class SpecReader {
  public:
   SpecReader(const nlohmann::json& object, std::string file, std::string pointer);
@@ -28,11 +32,14 @@ class SpecReader {
   std::string string(std::string_view key, std::optional<std::string> fallback = std::nullopt);
   std::string choice(std::string_view key, std::initializer_list<std::string_view> allowed,
                      std::optional<std::string_view> fallback = std::nullopt);
+  /// An integer in [lo, hi]; an integral float (8.0) counts, as JSON Schema counts it.
   std::int64_t integer(std::string_view key, std::int64_t lo, std::int64_t hi,
                        std::optional<std::int64_t> fallback = std::nullopt);
-  /// A finite number (NaN and infinities are rejected); `what` describes the allowed range.
+  /// A finite number (NaN and infinities are rejected).
   double number(std::string_view key, std::optional<double> fallback = std::nullopt);
-  std::optional<double> optional_number(std::string_view key);
+  /// A number in [lo, hi] that the kernels use as an fp32 value: callers pass bounds that fp32
+  /// holds as normal numbers (kF32Min, kF32Max), so nothing rounds to 0 or infinity on the way.
+  float f32(std::string_view key, double lo, double hi, std::optional<double> fallback = std::nullopt);
   bool boolean(std::string_view key, std::optional<bool> fallback = std::nullopt);
   DType dtype(std::string_view key, std::initializer_list<DType> allowed,
               std::optional<DType> fallback = std::nullopt);
@@ -48,7 +55,8 @@ class SpecReader {
   const nlohmann::json& value(std::string_view key) const;
 
  private:
-  const nlohmann::json& required(std::string_view key) const;
+  /// The field's value; a missing one fails, naming what is allowed (`expected`).
+  const nlohmann::json& required(std::string_view key, std::string_view expected) const;
 
   const nlohmann::json& object_;
   std::string file_;

@@ -45,6 +45,19 @@ struct PeerInfo {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+/// The latent_tail spec behind a spec's op; any other op (or none) is a usage error.
+const LatentTailSpec& tail_spec(const std::shared_ptr<const OpSpec>& spec) {
+  const auto* tail = dynamic_cast<const LatentTailSpec*>(spec.get());
+  if (!tail) {
+    throw Error({.kind = ErrorKind::usage,
+                 .message = spec ? fmt::format("op '{}' is a {} op: a LatentMoE runs a latent_tail op", spec->name, spec->family())
+                                 : std::string("a LatentMoE needs a latent_tail op, not a null spec"),
+                 .found = spec ? std::string(spec->family()) : "null",
+                 .expected = "latent_tail"});
+  }
+  return *tail;
+}
+
 }  // namespace
 
 std::string_view to_string(LatentMoE::Path path) noexcept {
@@ -367,9 +380,10 @@ struct LatentMoE::Impl {
   }
 };
 
-LatentMoE::LatentMoE(Context& context, std::shared_ptr<const LatentTailSpec> spec, Communicator* comm, Communicator* shared_comm)
-    : Op(spec), impl_(std::make_unique<Impl>(context, *spec, comm, shared_comm)) {
+LatentMoE::LatentMoE(Context& context, std::shared_ptr<const OpSpec> op, Communicator* comm, Communicator* shared_comm)
+    : Op(op), impl_(std::make_unique<Impl>(context, tail_spec(op), comm, shared_comm)) {
   auto& m = *impl_;
+  const LatentTailSpec* spec = &m.spec;
   context.make_current();
   m.validate_comm();
   m.max_tokens = spec->max_tokens();
@@ -407,7 +421,8 @@ void LatentMoE::do_launch(std::span<const Buffer> buffers, std::int64_t tokens, 
   impl_->run(buffers, tokens, stream);
 }
 
-LatentMoEGroup::LatentMoEGroup(std::shared_ptr<const LatentTailSpec> spec, Options options, std::vector<int> devices) {
+LatentMoEGroup::LatentMoEGroup(std::shared_ptr<const OpSpec> op, Options options, std::vector<int> devices) {
+  const LatentTailSpec* spec = &tail_spec(op);
   if (devices.empty()) {
     for (int i = 0; i < spec->tp_size; ++i) devices.push_back(i);
   }
@@ -425,7 +440,7 @@ LatentMoEGroup::LatentMoEGroup(std::shared_ptr<const LatentTailSpec> spec, Optio
   }
   run([&](int r) {
     const auto i = static_cast<std::size_t>(r);
-    tails_[i] = std::make_unique<LatentMoE>(*contexts_[i], spec, comms_.empty() ? nullptr : &comms_[i],
+    tails_[i] = std::make_unique<LatentMoE>(*contexts_[i], op, comms_.empty() ? nullptr : &comms_[i],
                                             shared_comms_.empty() ? nullptr : &shared_comms_[i]);
   });
 }
@@ -464,7 +479,7 @@ std::unique_ptr<Op> load_latent_tail(Context& context, std::shared_ptr<const OpS
                                         s->name, s->tp_size),
                  .expected = "tp_size 1 for a single-GPU load"});
   }
-  return std::make_unique<LatentMoE>(context, std::move(s));
+  return std::make_unique<LatentMoE>(context, std::move(spec));
 }
 
 }  // namespace detail

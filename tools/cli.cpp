@@ -22,10 +22,7 @@ std::vector<std::shared_ptr<const OpSpec>> select_ops(const Spec& spec, const st
   std::size_t start = 0;
   while (start <= ops.size()) {
     const auto comma = std::min(ops.find(',', start), ops.size());
-    const OpSpec& chosen = spec.op(std::string_view(ops).substr(start, comma - start));
-    for (const auto& o : spec.ops) {
-      if (o.get() == &chosen) out.push_back(o);
-    }
+    out.push_back(spec.op(std::string_view(ops).substr(start, comma - start)));
     start = comma + 1;
   }
   return out;

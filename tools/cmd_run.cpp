@@ -127,7 +127,7 @@ Action add_run(CLI::App& app) {
   sub->add_flag("--reference", o->reference, "compute the outputs with the CPU reference instead (no GPU needed)");
   return [o] {
     const Spec spec = load_spec(o->spec);
-    const OpSpec& op = spec.op(o->op);
+    const OpSpec& op = *spec.op(o->op);
     if (o->describe) return describe(spec, op);
     if (o->out_dir.empty()) bad("--out-dir is required to run", "", "", "", "--out-dir DIR");
     if (op.ranks() > 1) {

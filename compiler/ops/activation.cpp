@@ -55,23 +55,23 @@ std::shared_ptr<OpSpec> parse_activation(detail::SpecReader& r) {
   s->interleaved = r.boolean("interleaved", false);
 
   if (s->kind == ActivationKind::situ) {
-    if (!r.has("beta")) r.fail("beta", "situ needs 'beta' (it is never defaulted)", "a finite number > 0");
-    const double beta = r.number("beta");
-    if (!(beta > 0)) r.fail("beta", "'beta' must be > 0", "a finite number > 0");
-    s->beta = static_cast<float>(beta);
-    const double lb = r.optional_number("linear_beta").value_or(0.0);
-    s->linear_beta = lb > 0 ? static_cast<float>(lb) : 0.0f;  // <= 0 means unset
+    // The kernels multiply by 1/beta and 1/linear_beta: both the value and its reciprocal must
+    // be normal fp32 numbers.
+    constexpr double kBetaMax = 1 / detail::kF32Min;
+    if (!r.has("beta")) {
+      r.fail("beta", "situ needs 'beta' (it is never defaulted)", fmt::format("a finite number > 0, in [{:g}, {:g}]", detail::kF32Min, kBetaMax));
+    }
+    s->beta = r.f32("beta", detail::kF32Min, kBetaMax);
+    // <= 0 (or absent) means unset: the up half passes through.
+    const bool linear = r.has("linear_beta") && r.number("linear_beta") > 0;
+    s->linear_beta = linear ? r.f32("linear_beta", detail::kF32Min, kBetaMax) : 0.0f;
   } else {
     r.forbid("beta", "applies only to kind situ");
     r.forbid("linear_beta", "applies only to kind situ");
   }
   if (s->kind == ActivationKind::swiglu_oai) {
-    const double alpha = r.number("alpha", 1.702);
-    if (!(alpha > 0)) r.fail("alpha", "'alpha' must be > 0", "a finite number > 0");
-    const double limit = r.number("limit", 7.0);
-    if (!(limit > 0)) r.fail("limit", "'limit' must be > 0", "a finite number > 0");
-    s->alpha = static_cast<float>(alpha);
-    s->limit = static_cast<float>(limit);
+    s->alpha = r.f32("alpha", detail::kF32Min, detail::kF32Max, 1.702);
+    s->limit = r.f32("limit", detail::kF32Min, detail::kF32Max, 7.0);
   } else {
     r.forbid("alpha", "applies only to kind swiglu_oai");
     r.forbid("limit", "applies only to kind swiglu_oai");

@@ -32,12 +32,10 @@ std::shared_ptr<OpSpec> parse_latent_tail(detail::SpecReader& r) {
   auto s = std::make_shared<LatentTailSpec>();
   s->tp_size = static_cast<int>(r.integer("tp_size", 1, kTailMaxTp));
   s->hidden = static_cast<int>(r.integer("hidden", 64, 1 << 17));
-  s->latent = static_cast<int>(r.integer("latent", 64, 1 << 17));
+  s->latent = static_cast<int>(r.integer("latent", 64, kTailMaxLatent));
   if (s->hidden % 64) r.fail("hidden", fmt::format("hidden {} is not a multiple of 64 (the up projection's row tile)", s->hidden), "a multiple of 64");
   if (s->latent % 64) r.fail("latent", fmt::format("latent {} is not a multiple of 64 (the up projection's K tile)", s->latent), "a multiple of 64");
-  const double eps = r.number("eps", 1e-5);
-  if (!(eps > 0)) r.fail("eps", "'eps' must be > 0", "a finite number > 0");
-  s->eps = static_cast<float>(eps);
+  s->eps = r.f32("eps", detail::kF32Min, detail::kF32Max, 1e-5);
   s->shared_expert = r.boolean("shared_expert", true);
   s->max_tokens_ = r.integer("max_tokens", 1, 65536, 64);
   r.choice("dtype", {"bf16"}, "bf16");

@@ -24,6 +24,9 @@ std::string_view to_string(TailBaseVariant v) noexcept;
 /// The fused path's limits: ranks it runs on and tokens per call.
 inline constexpr int kFusedMaxTokens = 64;
 inline constexpr int kTailMaxTp = 8;
+/// The largest latent width: the norm kernel keeps a token's bf16 row (2L bytes) and 33 floats
+/// of its reduction in static shared memory, which a kernel may hold up to 48 KB of.
+inline constexpr int kTailMaxLatent = (48 * 1024 - 33 * 4) / 2 / 64 * 64;  // 24448
 
 struct LatentTailSpec final : OpSpec {
   int tp_size = 1;

@@ -72,10 +72,9 @@ std::shared_ptr<OpSpec> parse_routing(detail::SpecReader& r) {
   const auto bias = r.choice("bias", {"none", "fp32", "bf16", "fp16"}, "none");
   if (bias != "none") s->bias = parse_dtype(bias);
   s->renormalize = r.boolean("renormalize", false);
-  const double alpha = r.number("routed_scaling_factor", 1.0);
-  if (!(alpha > 0)) r.fail("routed_scaling_factor", "'routed_scaling_factor' must be > 0", "a finite number > 0");
-  s->routed_scaling_factor = static_cast<float>(alpha);
-  if (s->scoring == RoutingScoring::none && (s->renormalize || s->routed_scaling_factor != 1.0f)) {
+  const bool scaled = r.has("routed_scaling_factor") && r.number("routed_scaling_factor") != 1.0;  // exactly 1, not 1 in fp32
+  s->routed_scaling_factor = r.f32("routed_scaling_factor", detail::kF32Min, detail::kF32Max, 1.0);
+  if (s->scoring == RoutingScoring::none && (s->renormalize || scaled)) {
     r.fail(s->renormalize ? "renormalize" : "routed_scaling_factor",
            "scoring 'none' weights the chosen expert by sigmoid(logit): no renormalize, no scaling factor",
            "renormalize false and routed_scaling_factor 1");

@@ -14,17 +14,16 @@
 
 namespace moejit {
 
-struct LatentTailSpec;
-
 class LatentMoE final : public Op {
  public:
   enum class Path { fused, base_full, base_striped };
 
-  /// tp_size 1 needs no communicator. For tp_size > 1, `comm` is this rank's communicator, and
-  /// `shared_comm` (optional, the same ranks) lets the shared-expert all-gather overlap the
-  /// routed one on a second stream. Construction is collective when the fused path is possible
-  /// (the ranks exchange their peer buffers through `comm`).
-  LatentMoE(Context& context, std::shared_ptr<const LatentTailSpec> spec, Communicator* comm = nullptr,
+  /// `spec` is a `latent_tail` op of a spec (e.g. `load_spec(file).ops[i]`); any other op is a
+  /// usage error. tp_size 1 needs no communicator. For tp_size > 1, `comm` is this rank's
+  /// communicator, and `shared_comm` (optional, the same ranks) lets the shared-expert all-gather
+  /// overlap the routed one on a second stream. Construction is collective when the fused path
+  /// is possible (the ranks exchange their peer buffers through `comm`).
+  LatentMoE(Context& context, std::shared_ptr<const OpSpec> spec, Communicator* comm = nullptr,
             Communicator* shared_comm = nullptr);
   ~LatentMoE() override;
 
@@ -47,7 +46,8 @@ std::string_view to_string(LatentMoE::Path path) noexcept;
 /// Each rank's calls run on a thread of its own, as NCCL wants.
 class LatentMoEGroup {
  public:
-  LatentMoEGroup(std::shared_ptr<const LatentTailSpec> spec, Options options, std::vector<int> devices = {});
+  /// `spec`: a `latent_tail` op, as for LatentMoE.
+  LatentMoEGroup(std::shared_ptr<const OpSpec> spec, Options options, std::vector<int> devices = {});
   ~LatentMoEGroup();
 
   int size() const noexcept { return static_cast<int>(contexts_.size()); }

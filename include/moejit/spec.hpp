@@ -42,8 +42,9 @@ struct Spec {
   std::vector<std::string> archs;   ///< targets to warm for, default sm_90a and sm_100a
   std::vector<std::shared_ptr<const OpSpec>> ops;
 
-  /// The op with this name, or at this index ("0", "1", ...). Throws a usage error otherwise.
-  const OpSpec& op(std::string_view name_or_index) const;
+  /// The op with this name, or at this index ("0", "1", ...), as Context::load takes it. Throws a
+  /// usage error otherwise.
+  const std::shared_ptr<const OpSpec>& op(std::string_view name_or_index) const;
   std::string canonical_json() const;
 };
 
@@ -58,6 +59,8 @@ std::vector<std::filesystem::path> spec_files(std::span<const std::string> args)
 
 /// Arch strings moejit compiles for.
 bool is_supported_arch(std::string_view arch) noexcept;
+/// Every arch string moejit compiles for, for messages that list them.
+std::span<const std::string_view> supported_archs() noexcept;
 std::vector<std::string> default_archs();
 
 }  // namespace moejit

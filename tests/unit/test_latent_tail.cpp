@@ -49,6 +49,10 @@ TEST_CASE("latent tail specs and their bad inputs", "[latent_tail][spec]") {
   expect_error(R"("tp_size": 1, "hidden": 7168, "latent": 3584, "base_variant": "striped")", "/base_variant", "needs tp_size > 1");
   expect_error(R"("tp_size": 16, "hidden": 7168, "latent": 3584)", "/tp_size", "[1, 8]");
   expect_error(R"("tp_size": 2, "hidden": 7168, "latent": 3584, "eps": 0)", "/eps", "must be > 0");
+  expect_error(R"("tp_size": 2, "hidden": 7168, "latent": 3584, "eps": 1e-50)", "/eps", "outside the range");
+  // The norm kernel keeps a token's row in 48 KB of static shared memory.
+  expect_error(R"("tp_size": 1, "hidden": 64, "latent": 24512)", "/latent", "[64, 24448]");
+  CHECK(as(tail(R"("tp_size": 1, "hidden": 64, "latent": 24448)")).latent == 24448);
   expect_error(R"("tp_size": 2, "hidden": 7168, "latent": 3584, "dtype": "fp16")", "/dtype", "unknown dtype");
   expect_error(R"("tp_size": 2, "hidden": 7168, "latent": 3584, "max_tokens": 0)", "/max_tokens", "out of range");
 }
@@ -94,6 +98,8 @@ TEST_CASE("every tail kernel compiles for tp 1, 2, 4, 8 on sm_90a and sm_100a wi
     }
   }
   jobs.push_back({"small", tail(R"("tp_size": 4, "hidden": 1024, "latent": 640, "max_tokens": 8)")->contracts("sm_90a").front()});
+  // The widest latent the spec allows: the norm row fills the 48 KB of static shared memory.
+  jobs.push_back({"wide", tail(R"("tp_size": 2, "hidden": 128, "latent": 24448)")->contracts("sm_90a").front()});
   for (const auto& o : detail::warmup(cache, jobs, std::max(2u, std::thread::hardware_concurrency()))) {
     INFO(o.contract->text() << o.error);
     REQUIRE(o.error.empty());
@@ -102,6 +108,7 @@ TEST_CASE("every tail kernel compiles for tp 1, 2, 4, 8 on sm_90a and sm_100a wi
       INFO(k.name_expression);
       CHECK(k.resources.spill_store_bytes == 0);
       CHECK(k.resources.stack_bytes == 0);
+      CHECK(k.resources.shared_bytes <= 48 * 1024);  // static shared memory: more cannot launch
     }
   }
 }

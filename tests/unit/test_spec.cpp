@@ -11,6 +11,8 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cmath>
+#include <limits>
 #include <string>
 
 using namespace moejit;
@@ -52,8 +54,8 @@ TEST_CASE("a model spec parses with defaults filled in", "[spec]") {
   CHECK(a.out_dtype == DType::bf16);
   CHECK(a.beta == 4.0f);
   CHECK(a.linear_beta == 25.0f);
-  CHECK(spec.op("activation_0").name == "activation_0");
-  CHECK(spec.op("0").name == "activation_0");
+  CHECK(spec.op("activation_0")->name == "activation_0");
+  CHECK(spec.op("0") == spec.ops[0]);
 }
 
 TEST_CASE("a single-op file is a spec of one op", "[spec]") {
@@ -78,6 +80,13 @@ TEST_CASE("malformed JSON is one clear error", "[spec]") {
   expect_error(R"({"op": "activation", "kind": "situ", "d": 8, "beta": 1e999})", "", "overflow");
   expect_error(R"({"op": "activation", "kind": "situ", "d": 8, "beta": 1, "beta": 2})", "", "appears twice");
   expect_error(R"([1, 2])", "/", "expected a JSON object");
+  expect_error(R"({"a": 1} x)", "", "line 1, column 10");                       // where, without nlohmann's tag
+  expect_error(std::string("{\"op\"\0: 1}", 10), "", "a NUL byte at offset 5");  // not a text file
+  try {
+    parse_spec(R"({"model": "m", "ops": [)", "t.json");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("json.exception") == std::string::npos);
+  }
 }
 
 TEST_CASE("unknown ops and fields are rejected with their pointer", "[spec]") {
@@ -98,11 +107,38 @@ TEST_CASE("situ needs a positive finite beta", "[spec]") {
   expect_error(R"({"op": "activation", "kind": "swiglu_oai", "d": 8, "limit": 0})", "/limit", "must be > 0");
 }
 
+TEST_CASE("fp32 parameters stay normal fp32 numbers, and so do the reciprocals the kernels take", "[spec]") {
+  // Values fp32 would round to 0, a subnormal or infinity are rejected, not silently changed.
+  expect_error(situ(R"(, "beta": 1e-50)"), "/ops/0/beta", "outside the range");
+  expect_error(situ(R"(, "beta": 1e-40)"), "/ops/0/beta", "found 1e-40");
+  expect_error(situ(R"(, "beta": 1e300)"), "/ops/0/beta", "expected a finite number > 0, in [1.17549e-38, 8.50706e+37]");
+  expect_error(situ(R"(, "beta": 1e38)"), "/ops/0/beta", "outside the range");  // 1/beta would be subnormal
+  expect_error(situ(R"(, "beta": 4, "linear_beta": 1e-300)"), "/ops/0/linear_beta", "outside the range");
+  expect_error(situ(R"(, "beta": 4, "linear_beta": 1e39)"), "/ops/0/linear_beta", "outside the range");
+  expect_error(R"({"op": "activation", "kind": "swiglu_oai", "d": 8, "alpha": 1e39})", "/alpha", "outside the range");
+  expect_error(R"({"op": "routing", "num_experts": 8, "topk": 2, "scoring": "softmax", "routed_scaling_factor": 1e-39})",
+               "/routed_scaling_factor", "outside the range");
+  // The edges themselves are fine.
+  const auto edge = parse_spec(situ(R"(, "beta": 1.1754943508222875e-38, "linear_beta": 8.5e37)"), "e.json");
+  const auto& a = dynamic_cast<const ActivationSpec&>(*edge.ops[0]);
+  CHECK(a.beta == std::numeric_limits<float>::min());
+  CHECK(std::isnormal(1.0f / a.linear_beta));
+  CHECK(dynamic_cast<const ActivationSpec&>(*parse_spec(situ(R"(, "beta": 4, "linear_beta": 0)"), "z.json").ops[0]).linear_beta == 0.0f);
+}
+
 TEST_CASE("sizes must be positive integers in range", "[spec]") {
   expect_error(R"({"model": "m", "ops": [{"op": "activation", "kind": "silu", "d": 0}]})", "/ops/0/d", "out of range");
   expect_error(R"({"op": "activation", "kind": "silu", "d": -4})", "/d", "out of range");
   expect_error(R"({"op": "activation", "kind": "silu", "d": 3.5})", "/d", "must be an integer");
   expect_error(R"({"op": "activation", "kind": "silu", "d": 18446744073709551615})", "/d", "out of range");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 1e30})", "/d", "out of range");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 0.0})", "/d", "out of range");
+  // JSON has one number type: 8.0 is the integer 8, as JSON Schema (and so specs/schema.json) says.
+  const auto whole = parse_spec(R"({"op": "activation", "kind": "silu", "d": 8.0})", "w.json");
+  CHECK(dynamic_cast<const ActivationSpec&>(*whole.ops[0]).d == 8);
+  CHECK(whole.canonical_json() == parse_spec(R"({"op": "activation", "kind": "silu", "d": 8})", "i.json").canonical_json());
+  // A missing field says what it may be.
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "layout": "masked"})", "/num_experts", "expected an integer in [1,");
   expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "layout": "masked"})", "/num_experts", "missing required field");
   expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "layout": "masked", "num_experts": 0})", "/num_experts", "out of range");
   expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "num_experts": 4})", "/num_experts", "applies only to layout masked");
@@ -114,9 +150,10 @@ TEST_CASE("dtypes, archs, kinds and names are checked", "[spec]") {
   expect_error(R"({"op": "activation", "kind": "relu", "d": 8})", "/kind", "unknown kind 'relu'");
   expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "archs": ["sm_75"]})", "/archs/0", "unsupported arch");
   expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "archs": []})", "/archs", "non-empty");
+  expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "archs": ["sm_90a", "sm_100a", "sm_90a"]})", "/archs/2", "arch listed twice");
   expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "interleaved": 1})", "/interleaved", "true or false");
   expect_error(R"({"model": "m", "ops": [{"op": "activation", "kind": "silu", "d": 8, "name": "a"},
-                                         {"op": "activation", "kind": "gelu", "d": 8, "name": "a"}]})", "/ops/1/name", "duplicate op name");
+                                         {"op": "activation", "kind": "gelu", "d": 8, "name": "a"}]})", "/ops/1/name", "duplicate op name; found \"a\"");
   expect_error(R"({"op": "activation", "kind": "silu", "d": 8, "name": "12"})", "/name", "invalid op name");
 }
 
@@ -131,8 +168,21 @@ TEST_CASE("an unknown op name or index is a usage error", "[spec]") {
   }
 }
 
-TEST_CASE("a missing spec file is a spec error", "[spec]") {
+TEST_CASE("a missing spec file is a spec error that says why", "[spec]") {
   CHECK_THROWS_AS(load_spec("/nonexistent/spec.json"), Error);
+  try {
+    load_spec("/nonexistent/spec.json");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::spec);
+    CHECK(std::string(e.what()).find("No such file or directory") != std::string::npos);
+  }
+  try {
+    load_spec(MOEJIT_SOURCE_DIR "/specs");
+    FAIL("a directory read as a spec");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::spec);
+    CHECK(std::string(e.what()).find("it is a directory") != std::string::npos);
+  }
 }
 
 TEST_CASE("activation tensors are declared with their shapes", "[spec]") {
