@@ -12,6 +12,10 @@ namespace moejit::detail {
 // Every driver entry point moejit calls. NOTE: cuda.h maps some names to versioned symbols
 // (cuMemAlloc -> cuMemAlloc_v2); decltype picks the prototype and cuGetProcAddress the matching
 // version for CUDA_VERSION, so both stay in step.
+// NOTE: the one exception to style.md's "no other macros": this X-macro list (and its two uses,
+// here and in driver.cpp) derives a member's prototype and the symbol it resolves from one token,
+// after cuda.h's macro expansion. A hand-written table of name strings beside the members could
+// let the two drift apart -- the ABI trap tests/unit/test_driver_abi.cpp audits.
 #define MOEJIT_DRIVER_FUNCTIONS(X)                                                          \
   X(cuInit) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet)       \
   X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) \
