@@ -1,16 +1,19 @@
-// moejit_tail_bench SPEC_FIELDS_JSON [tokens...]: times the latent tail's paths on tp GPUs of
+// moejit_tail_bench [SPEC_FIELDS_JSON [tokens...]] [--fused-only]: times the latent tail's paths on tp GPUs of
 // this machine (one thread per rank), performance.md's way: 20 calls captured in one CUDA graph
 // per rank, the ranks' replays started together, median of 7 replays, max over ranks. Prints a
 // table and one JSON line per (path, tokens), with the floors: W_up bytes read (all of W for
 // the full base path, 1/tp for fused and striped) over the copy bandwidth measured here.
+// --fused-only times the fused path alone.
 #include <moejit/error.hpp>
 #include <moejit/latent_moe.hpp>
 
 #include "compiler/ops/latent_tail.hpp"
 #include "reference/latent_tail.hpp"
 #include "runtime/device.hpp"
+#include "tools/cli.hpp"
 #include "tools/op_runner.hpp"
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -93,9 +96,18 @@ std::vector<double> bench_path(const std::shared_ptr<const LatentTailSpec>& spec
 int main(int argc, char** argv) try {
   ::setenv("NCCL_NVLS_ENABLE", "0", 1);
   ::setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", 1);
-  const std::string shape = argc > 1 ? argv[1] : R"("tp_size": 2, "hidden": 7168, "latent": 3584, "max_tokens": 64)";
+  std::string shape = R"("tp_size": 2, "hidden": 7168, "latent": 3584, "max_tokens": 64)";
   std::vector<std::int64_t> tokens;
-  for (int i = 2; i < argc; ++i) tokens.push_back(std::atoll(argv[i]));
+  bool fused_only = false;
+  CLI::App app{"moejit_tail_bench: times the latent tail's paths on tp GPUs of this machine"};
+  app.add_option("fields", shape, "the latent_tail op's fields, as JSON object members")->capture_default_str();
+  app.add_option("tokens", tokens, "token counts (default: 1 4 16 64)")->check(tools::integer_in(1, tools::kMaxTokens));
+  app.add_flag("--fused-only", fused_only, "time the fused path alone, not the base paths");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (tokens.empty()) tokens = {1, 4, 16, 64};
 
   // NOTE: this context lives as long as the program: the device's primary context is never
@@ -116,8 +128,8 @@ int main(int argc, char** argv) try {
     double w_share;
   };
   std::vector<Variant> variants;
-  if (!std::getenv("MOEJIT_BENCH_FUSED_ONLY")) variants.push_back({"base", R"("path": "base", "base_variant": "full")", 1.0});
-  if (base->striped_possible() && !std::getenv("MOEJIT_BENCH_FUSED_ONLY")) variants.push_back({"base-striped", R"("path": "base", "base_variant": "striped")", 1.0 / base->tp_size});
+  if (!fused_only) variants.push_back({"base", R"("path": "base", "base_variant": "full")", 1.0});
+  if (base->striped_possible() && !fused_only) variants.push_back({"base-striped", R"("path": "base", "base_variant": "striped")", 1.0 / base->tp_size});
   if (base->fused_possible()) variants.push_back({"fused", R"("path": "fused")", 1.0 / base->tp_size});
   for (const auto& v : variants) {
     const auto spec = spec_of(shape + ", " + v.fields);

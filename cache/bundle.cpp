@@ -45,6 +45,7 @@ bool read_header(std::string_view data, std::size_t& pos, std::string_view word,
 }  // namespace
 
 std::size_t Cache::export_bundle(const std::filesystem::path& file) const {
+  check_output_file(file);  // before the entries are read: a bad path fails fast
   std::string out(kMagic);
   std::size_t count = 0;
   for (const auto& info : list()) {
@@ -59,9 +60,7 @@ std::size_t Cache::export_bundle(const std::filesystem::path& file) const {
     ++count;
   }
   out += fmt::format("end {} {}\n", count, checksum(out));
-  const auto tmp = std::filesystem::path(file.string() + ".tmp." + unique_suffix());
-  write_file_durable(tmp, out);
-  std::filesystem::rename(tmp, file);
+  write_output_file(file, out);
   return count;
 }
 
@@ -105,7 +104,7 @@ Cache::ImportResult Cache::import_bundle(const std::filesystem::path& file) {
         checksum(entry->cubin) != m.cubin_checksum || entry->cubin.size() != m.cubin_bytes) {
       corrupt(file, fmt::format("entry {} does not verify", m.key.hex()));
     }
-    FileLock lock(root_ / "locks" / (m.key.hex() + ".lock"));
+    FileLock lock(lock_path(m.key));
     if (load(m.key)) {
       ++result.present;
       continue;

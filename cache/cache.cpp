@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +26,35 @@ namespace {
 constexpr const char* kCubinFile = "kernel.cubin";
 constexpr const char* kManifestFile = "manifest.json";
 constexpr auto kStaleStaging = std::chrono::hours(1);
+
+// Who wrote a directory under tmp/, from its name: "<key>.<host>.<pid>.<random>" for a stage,
+// "<key>.prune.<host>.<pid>.<random>" for an entry being pruned (unique_suffix() makes the tail;
+// names from before it held the host have no host and are judged by age alone).
+struct StagingWriter {
+  std::optional<Key> key;
+  bool pruning = false;
+  std::string host;
+  long pid = 0;
+};
+
+StagingWriter staging_writer(std::string_view name) {
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    const auto dot = std::min(name.find('.', start), name.size());
+    parts.push_back(name.substr(start, dot - start));
+    if (dot == name.size()) break;
+    start = dot + 1;
+  }
+  StagingWriter w;
+  w.key = Key::from_hex(parts[0]);
+  w.pruning = parts.size() > 1 && parts[1] == "prune";
+  if (parts.size() == (w.pruning ? 5u : 4u)) {
+    const auto pid = parts[parts.size() - 2];
+    const auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), w.pid);
+    if (ec == std::errc() && end == pid.data() + pid.size()) w.host = std::string(parts[parts.size() - 3]);
+  }
+  return w;
+}
 
 std::uint64_t tree_bytes(const fs::path& dir) {
   std::uint64_t total = 0;
@@ -109,6 +139,8 @@ fs::path Cache::entry_dir(const Key& key) const {
   return root_ / hex.substr(0, 2) / hex;
 }
 
+fs::path Cache::lock_path(const Key& key) const { return root_ / "locks" / (key.hex() + ".lock"); }
+
 const CacheEntry* Cache::find(const Key& key) const noexcept {
   std::shared_lock lock(mutex_);
   auto it = memory_.find(key);
@@ -186,7 +218,7 @@ Cache::Result Cache::get(const Contract& contract) {
   std::optional<FileLock> key_lock;
   if (!root_.empty()) {
     if (auto e = load(key)) return {remember(std::move(e)), Source::disk};
-    key_lock.emplace(root_ / "locks" / (key.hex() + ".lock"));
+    key_lock.emplace(lock_path(key));
     if (auto e = load(key)) return {remember(std::move(e)), Source::waited};
   }
 
@@ -229,6 +261,7 @@ std::vector<EntryInfo> Cache::list() const {
 }
 
 std::vector<EntryInfo> Cache::verify(bool repair) const {
+  reclaim_staging();
   std::vector<EntryInfo> bad;
   for (auto& info : list()) {
     auto key = Key::from_hex(info.key_hex);
@@ -265,11 +298,33 @@ Cache::PruneResult Cache::prune(std::uint64_t max_bytes) const {
   r.kept_bytes = total;
   std::error_code ec;
   for (const auto& q : fs::directory_iterator(root_ / "quarantine", ec)) remove_quietly(q.path());
-  const auto now = fs::file_time_type::clock::now();
-  for (const auto& t : fs::directory_iterator(root_ / "tmp", ec)) {
-    if (now - fs::last_write_time(t.path(), ec) > kStaleStaging) remove_quietly(t.path());
-  }
+  reclaim_staging();
   return r;
+}
+
+std::size_t Cache::reclaim_staging() const {
+  if (root_.empty()) return 0;
+  std::size_t reclaimed = 0;
+  const auto now = fs::file_time_type::clock::now();
+  const auto here = host_tag();
+  std::error_code ec;
+  for (const auto& t : fs::directory_iterator(root_ / "tmp", ec)) {
+    const auto writer = staging_writer(t.path().filename().string());
+    // NOTE: a stage is written only under its key's lock (get(), import_bundle()); holding it
+    // here also keeps a new stage of that key from starting while this one goes.
+    std::optional<FileLock> lock;
+    if (writer.key && !writer.pruning) {
+      lock = FileLock::try_lock(lock_path(*writer.key));
+      if (!lock) continue;  // its writer is publishing it right now
+    }
+    std::error_code age_ec;
+    const bool dead_here = writer.host == here && !process_alive(writer.pid);
+    const bool old = now - fs::last_write_time(t.path(), age_ec) > kStaleStaging && !age_ec;
+    if (!dead_here && !old) continue;
+    remove_quietly(t.path());
+    ++reclaimed;
+  }
+  return reclaimed;
 }
 
 }  // namespace moejit::detail

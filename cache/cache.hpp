@@ -2,7 +2,7 @@
 // The cubin cache: a memory map in front of a disk store under $MOEJIT_CACHE_DIR/v<schema>/.
 //
 //   v1/<2 hex>/<key>/{kernel.cubin, manifest.json}   published entries
-//   v1/tmp/<key>.<unique>/                            entries being staged (never read)
+//   v1/tmp/<key>.<host>.<pid>.<random>/               entries being staged (never read)
 //   v1/quarantine/<key>.<unique>/                     corrupt entries moved aside
 //   v1/locks/<key>.lock                               flock(2): one compile per key at a time
 //
@@ -85,7 +85,15 @@ class Cache {
   /// Removes least recently used entries until the store holds at most `max_bytes`, plus
   /// quarantined entries and stale staging directories.
   PruneResult prune(std::uint64_t max_bytes) const;
-  /// Writes every valid entry into one bundle file; returns the number of entries.
+  /// Removes what a writer that died (a warmup killed while publishing) left under tmp/: a
+  /// directory is reclaimed when nobody holds its key's lock (a stage is only written under it)
+  /// and its writer is a process of this machine that no longer exists, or when it is older than
+  /// an hour (a writer on another machine sharing the cache). Run by warmup, verify and prune;
+  /// returns how many it removed.
+  std::size_t reclaim_staging() const;
+  /// Writes every valid entry into one bundle file; returns the number of entries. The file is
+  /// written as write_output_file() does: a bad path (empty, a directory, device, FIFO, socket or
+  /// symbolic link, a missing directory) is a usage error, and a failed write leaves nothing.
   std::size_t export_bundle(const std::filesystem::path& file) const;
   struct ImportResult {
     std::size_t imported = 0;
@@ -96,6 +104,7 @@ class Cache {
 
  private:
   std::filesystem::path entry_dir(const Key& key) const;
+  std::filesystem::path lock_path(const Key& key) const;
   /// A verified entry, or null when absent; a corrupt entry is moved aside (null).
   std::shared_ptr<CacheEntry> load(const Key& key) const;
   /// Stages, fsyncs and renames an entry into place; when another process won the race, its

@@ -4,8 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include <fcntl.h>
@@ -48,8 +52,18 @@ FileLock::~FileLock() {
   if (fd_.get() >= 0) ::flock(fd_.get(), LOCK_UN);
 }
 
-void write_file_durable(const std::filesystem::path& path, std::string_view data) {
-  FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+std::optional<FileLock> FileLock::try_lock(const std::filesystem::path& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (fd.get() < 0) throw_errno("cannot open lock file", path, "open");
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) return std::nullopt;
+    if (errno != EINTR) throw_errno("cannot lock", path, "flock");
+  }
+  return FileLock(std::move(fd));
+}
+
+void write_file_durable(const std::filesystem::path& path, std::string_view data, unsigned mode) {
+  FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(mode)));
   if (fd.get() < 0) throw_errno("cannot create file", path, "open");
   std::size_t done = 0;
   while (done < data.size()) {
@@ -93,9 +107,117 @@ void remove_quietly(const std::filesystem::path& path) noexcept {
   std::filesystem::remove_all(path, ec);
 }
 
+namespace {
+
+[[noreturn]] void refuse_output(const std::filesystem::path& file, std::string_view option, std::string message,
+                                std::string found, std::string expected) {
+  throw Error({.kind = ErrorKind::usage, .message = std::move(message), .file = file.string(),
+               .pointer = std::string(option), .found = std::move(found), .expected = std::move(expected)});
+}
+
+std::string_view file_type_name(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The staged copy of an output file: removed on destruction unless renamed into place.
+class StagedFile {
+ public:
+  explicit StagedFile(const std::filesystem::path& target)
+      : target_(target), path_(target.string() + ".tmp." + unique_suffix()) {}
+  StagedFile(const StagedFile&) = delete;
+  StagedFile& operator=(const StagedFile&) = delete;
+  ~StagedFile() {
+    if (!published_) remove_quietly(path_);
+  }
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+  void publish() {
+    if (::rename(path_.c_str(), target_.c_str()) != 0) throw_errno("cannot write output file", target_, "rename");
+    published_ = true;
+  }
+
+ private:
+  std::filesystem::path target_, path_;
+  bool published_ = false;
+};
+
+}  // namespace
+
+void check_output_file(const std::filesystem::path& file, std::string_view option) {
+  const std::string regular = "a regular file or a new name in an existing directory";
+  if (file.empty()) refuse_output(file, option, "no output file named", "an empty path", regular);
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) == 0) {
+    if (S_ISREG(st.st_mode)) return;
+    refuse_output(file, option, "refusing to write over what is not a regular file", std::string(file_type_name(st.st_mode)),
+                  S_ISLNK(st.st_mode) ? regular + " (a symbolic link is not followed: name its target)" : regular);
+  }
+  if (errno != ENOENT && errno != ENOTDIR) throw_errno("cannot inspect output file", file, "lstat");
+  const auto parent = file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(parent, ec)) {
+    refuse_output(file, option, "the output file's directory does not exist or is not a directory", parent.string(),
+                  "an existing directory");
+  }
+}
+
+void make_output_dir(const std::filesystem::path& dir, std::string_view option) {
+  const std::string wanted = "a directory, or a path where one can be created";
+  if (dir.empty()) refuse_output(dir, option, "no output directory named", "an empty path", wanted);
+  std::error_code ec;
+  const auto status = std::filesystem::status(dir, ec);
+  if (std::filesystem::is_directory(status)) return;
+  if (std::filesystem::exists(status)) {
+    struct stat st {};
+    const bool known = ::stat(dir.c_str(), &st) == 0;
+    refuse_output(dir, option, "not a directory", known ? std::string(file_type_name(st.st_mode)) : "", wanted);
+  }
+  if (!std::filesystem::create_directories(dir, ec) && ec) {
+    refuse_output(dir, option, fmt::format("cannot create the directory ({})", ec.message()), "", wanted);
+  }
+}
+
+void write_output_file(const std::filesystem::path& file, std::string_view data, std::string_view option) {
+  check_output_file(file, option);
+  StagedFile staged(file);
+  try {
+    write_file_durable(staged.path(), data, 0666);
+  } catch (const Error& e) {
+    auto f = e.fields();  // NOTE: the user named `file`; the staged name means nothing to them
+    f.message = "cannot write output file";
+    f.file = file.string();
+    f.pointer = std::string(option);
+    throw Error(std::move(f));
+  }
+  staged.publish();
+  fsync_directory(file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path());
+}
+
 std::string unique_suffix() {
   std::random_device rd;  // no state kept between calls: the kernel's entropy makes names unique
-  return fmt::format("{}.{:08x}{:08x}", ::getpid(), rd(), rd());
+  return fmt::format("{}.{}.{:08x}{:08x}", host_tag(), ::getpid(), rd(), rd());
+}
+
+std::string host_tag() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "host";
+  std::string tag(name, std::min<std::size_t>(std::strlen(name), 64));
+  for (char& c : tag) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '-';
+  }
+  return tag;
+}
+
+bool process_alive(long pid) noexcept {
+  if (pid <= 0 || pid > std::numeric_limits<pid_t>::max()) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
 }
 
 }  // namespace moejit::detail

@@ -2,6 +2,7 @@
 
 #include <moejit/error.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -21,6 +22,8 @@ std::vector<WarmupOutcome> warmup(Cache& cache, std::span<const WarmupJob> jobs,
       it->labels.push_back(job.label);
     }
   }
+
+  cache.reclaim_staging();
 
   std::atomic<std::size_t> next{0};
   std::size_t finished = 0;
@@ -42,12 +45,16 @@ std::vector<WarmupOutcome> warmup(Cache& cache, std::span<const WarmupJob> jobs,
       if (progress) progress(o, finished, outcomes.size());
     }
   };
-  const unsigned n = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(outcomes.size())));
+  const unsigned n = warmup_threads(threads, outcomes.size());
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < n; ++t) pool.emplace_back(worker);
   worker();
   for (auto& t : pool) t.join();
   return outcomes;
+}
+
+unsigned warmup_threads(unsigned threads, std::size_t keys) noexcept {
+  return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(threads, keys)));
 }
 
 }  // namespace moejit::detail

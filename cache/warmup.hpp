@@ -28,9 +28,13 @@ struct WarmupOutcome {
 
 using WarmupProgress = std::function<void(const WarmupOutcome& done, std::size_t finished, std::size_t total)>;
 
-/// Deduplicates the jobs by key and gets each key through the cache on `threads` threads.
+/// Deduplicates the jobs by key and gets each key through the cache on warmup_threads(threads,
+/// keys) threads, after reclaiming what killed writers left in the cache (reclaim_staging).
 /// Failures are reported per key, never thrown. `progress` is called under a lock.
 std::vector<WarmupOutcome> warmup(Cache& cache, std::span<const WarmupJob> jobs, unsigned threads,
                                   const WarmupProgress& progress = {});
+/// The threads warmup() runs when asked for `threads` with `keys` distinct keys: one a key at
+/// most, at least one.
+unsigned warmup_threads(unsigned threads, std::size_t keys) noexcept;
 
 }  // namespace moejit::detail

@@ -1,5 +1,10 @@
+#include <moejit/error.hpp>
 #include <moejit/options.hpp>
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -11,6 +16,18 @@ namespace {
 std::string env(const char* name) {
   const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read once, here
   return v ? std::string(v) : std::string();
+}
+
+// $MOEJIT_JOBS: a decimal integer in [1, kMaxJobs], nothing else (no sign, spaces or suffix).
+unsigned parse_jobs(const std::string& text) {
+  unsigned jobs = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), jobs);
+  if (ec != std::errc() || end != text.data() + text.size() || jobs < 1 || jobs > kMaxJobs) {
+    throw Error({.kind = ErrorKind::usage, .message = "invalid environment variable", .pointer = "MOEJIT_JOBS",
+                 .found = fmt::format("'{}'", text),
+                 .expected = fmt::format("a number of warmup threads, a decimal integer in [1, {}] (or unset)", kMaxJobs)});
+  }
+  return jobs;
 }
 
 }  // namespace
@@ -32,14 +49,8 @@ Options Options::from_environment() {
   } else {
     o.cuda_home = "/usr/local/cuda";
   }
-  o.jobs = std::max(1u, std::thread::hardware_concurrency());
-  if (auto jobs = env("MOEJIT_JOBS"); !jobs.empty()) {
-    try {
-      o.jobs = static_cast<unsigned>(std::max(1, std::stoi(jobs)));
-    } catch (...) {
-      // An unreadable value keeps the default: the environment is a hint, not input.
-    }
-  }
+  o.jobs = std::clamp(std::thread::hardware_concurrency(), 1u, kMaxJobs);
+  if (auto jobs = env("MOEJIT_JOBS"); !jobs.empty()) o.jobs = parse_jobs(jobs);
   o.programmatic_launch = env("MOEJIT_PDL") == "1";
   return o;
 }

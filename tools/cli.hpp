@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,9 +35,45 @@ std::vector<Spec> load_specs(const std::vector<std::string>& args);
 std::vector<std::shared_ptr<const OpSpec>> select_ops(const Spec& spec, const std::string& ops);
 /// "12.3 MB", "512 B"
 std::string human_bytes(double bytes);
-/// Parses "500M", "2G", "1048576" into bytes; throws moejit::Error (usage).
+/// Parses "500M", "2G", "1.5GiB", "1048576" into bytes: decimal digits, an optional fraction of
+/// at most 9 digits (not of bytes), an optional unit B, K, KB, M, MB, G, GB (powers of 1000) or
+/// KiB, MiB, GiB (powers of 1024); nothing else (no spaces, sign, exponent, inf or nan). Throws
+/// moejit::Error (usage) on any other text and on a size of 2^64 bytes or more.
 std::uint64_t parse_size(const std::string& text);
 /// True when stderr is a terminal (progress lines are drawn only then).
 bool stderr_is_terminal();
+
+// ---- Option values ----------------------------------------------------------------------------
+// CLI11 validators: a bad value fails the parse, so no command runs with one (nothing reaches the
+// GPU or the cache), and the message says what was found and what is allowed.
+
+/// Token counts the CLI takes: Op::launch refuses 2^31 or more (kernels index tokens in 32 bits).
+inline constexpr std::int64_t kMaxTokens = (std::int64_t{1} << 31) - 1;
+
+/// A decimal integer in [lo, hi]: digits, with a '-' where lo < 0; no spaces, '+', base prefix,
+/// exponent or fraction.
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
+/// A decimal integer in [0, 2^64 - 1].
+CLI::Validator unsigned_integer();
+/// Decimal integers in [lo, hi], comma-separated ("1,16,1024"), none empty. Give the option a
+/// std::vector<std::string> without a CLI11 delimiter (CLI11 drops empty items) and read it with
+/// integer_list().
+CLI::Validator integer_list_in(std::int64_t lo, std::int64_t hi);
+/// The integers of values integer_list_in() accepted.
+std::vector<std::int64_t> integer_list(const std::vector<std::string>& values);
+/// Refuses (usage, naming `from`: "--tokens" or the tensor it came from) a token count above
+/// the op's max_tokens(), as Op::launch would, but before anything reaches the GPU.
+void check_token_limit(const OpSpec& op, std::int64_t tokens, std::string_view from);
+/// An arch moejit compiles for (supported_archs()).
+CLI::Validator supported_arch();
+/// A size parse_size() takes.
+CLI::Validator size_value();
+/// Makes every option of `app` and its subcommands that takes a value refuse an empty one:
+/// `--op ''` is a mistake, never "all ops".
+void refuse_empty_values(CLI::App& app);
+/// Prints a CLI11 parse error as one line, "moejit: error: ... (see 'moejit CMD --help')", and
+/// returns the exit code: kBadInput, or kOk for --help and --version (printed to stdout). `args`
+/// (the command line) lets a long argument CLI11 quotes in full be cut like any value.
+int report_parse_error(CLI::App& app, const CLI::ParseError& error, const std::vector<std::string>& args);
 
 }  // namespace moejit::tools

@@ -6,6 +6,7 @@
 #include <moejit/error.hpp>
 #include <moejit/op.hpp>
 
+#include "cache/fs.hpp"
 #include "cli.hpp"
 #include "op_runner.hpp"
 
@@ -15,7 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
+#include <limits>
 
 namespace moejit::tools {
 
@@ -63,7 +64,7 @@ std::vector<reference::OpHarness::BenchInputs> pick_inputs(const Spec& spec,
 Action add_bench(CLI::App& app) {
   struct Opts {
     std::string spec, op, json, inputs;
-    std::vector<std::int64_t> tokens;
+    std::vector<std::string> tokens;
     std::vector<std::string> hot;
     int calls = 20, replays = 7, device = 0;
     bool pdl = false;
@@ -72,9 +73,11 @@ Action add_bench(CLI::App& app) {
   auto* sub = app.add_subcommand("bench", "Time each op of a spec on the GPU against the measured copy bandwidth");
   sub->add_option("spec", o->spec, "spec file")->required();
   sub->add_option("--op", o->op, "only these ops (names or indices, comma-separated)");
-  sub->add_option("--tokens", o->tokens, "token counts (default: the op's list)")->delimiter(',');
-  sub->add_option("--calls", o->calls, "calls captured per CUDA graph")->check(CLI::Range(1, 1000));
-  sub->add_option("--replays", o->replays, "graph replays; the median is reported")->check(CLI::Range(1, 1000));
+  sub->add_option("--tokens", o->tokens,
+                  fmt::format("token counts, comma-separated, 1 to {} (default: the op's list)", kMaxTokens))
+      ->check(integer_list_in(1, kMaxTokens));
+  sub->add_option("--calls", o->calls, "calls captured per CUDA graph, 1 to 1000")->check(integer_in(1, 1000));
+  sub->add_option("--replays", o->replays, "graph replays, 1 to 1000; the median is reported")->check(integer_in(1, 1000));
   sub->add_option("--hot", o->hot,
                   "inputs kept in L2 instead of rotated (comma-separated names): data the kernel before the op has "
                   "just written or read, as a masked activation's expert_num_tokens")
@@ -83,13 +86,18 @@ Action add_bench(CLI::App& app) {
                   "the input distribution to time (default: the op's typical one); for masked activations "
                   "half-full, few (0-12 rows an expert), one-full (expert 0 full, the others empty) or full");
   sub->add_option("--json", o->json, "also write the results as JSON to this file");
-  sub->add_option("--device", o->device, "GPU ordinal");
+  sub->add_option("--device", o->device, "GPU ordinal")->check(integer_in(0, std::numeric_limits<int>::max()));
   sub->add_flag("--pdl", o->pdl, "launch with programmatic dependent launch (as MOEJIT_PDL=1): each call may start while the one before it finishes");
   return [o] {
     const Spec spec = load_spec(o->spec);
     const auto ops = select_ops(spec, o->op);
     check_hot(spec, ops, o->hot);
     const auto inputs = pick_inputs(spec, ops, o->inputs);
+    const auto tokens = integer_list(o->tokens);
+    for (const auto& op : ops) {
+      for (auto t : tokens) check_token_limit(*op, t, "--tokens");
+    }
+    if (!o->json.empty()) detail::check_output_file(o->json, "--json");
     Options options = Options::from_environment();
     options.programmatic_launch = options.programmatic_launch || o->pdl;
     Context context(options, o->device);
@@ -98,7 +106,8 @@ Action add_bench(CLI::App& app) {
     std::vector<reference::OpHarness::BenchInputs> loaded_inputs;
     for (std::size_t i = 0; i < ops.size(); ++i) {
       if (ops[i]->ranks() > 1) {
-        fmt::print("SKIP {}: spans {} GPUs; bench/latent_tail.sh times it\n", ops[i]->name, ops[i]->ranks());
+        fmt::print("SKIP {}: spans {} GPUs; moejit_tail_bench (bench/latent_tail_bench.cpp) times it\n", ops[i]->name,
+                   ops[i]->ranks());
         continue;
       }
       loaded.push_back(context.load(ops[i]));
@@ -122,7 +131,7 @@ Action add_bench(CLI::App& app) {
         if (t.role == TensorRole::input && std::ranges::find(o->hot, t.name) != o->hot.end()) hot.push_back(t.name);
       }
       if (!hot.empty()) fmt::print("{}: {} kept in L2 (--hot)\n", op->spec().name, fmt::join(hot, ", "));
-      for (auto t : o->tokens.empty() ? harness.bench_tokens(op->spec()) : o->tokens) {
+      for (auto t : tokens.empty() ? harness.bench_tokens(op->spec()) : tokens) {
         const auto r = bench_case(context, *op, stream, t, copy, in.variant, o->calls, o->replays, hot);
         fmt::print("{:<24} {:>7} {:>10.2f} {:>11} {:>9.0f} {:>6.1f}%\n", op->spec().name, t, r.us_per_call,
                    human_bytes(r.bytes), r.gb_per_s, 100 * r.copy_fraction);
@@ -136,7 +145,7 @@ Action add_bench(CLI::App& app) {
       nlohmann::json j{{"spec", spec.file}, {"device", context.device().name}, {"arch", context.device().arch},
                        {"copy_GBps", copy / 1e9}, {"load_ms", load_ms}, {"calls", o->calls}, {"replays", o->replays},
                        {"results", results}};
-      std::ofstream(o->json) << j.dump(2) << "\n";
+      detail::write_output_file(o->json, j.dump(2) + "\n", "--json");
     }
     return kOk;
   };

@@ -116,13 +116,22 @@ Action add_cache(CLI::App& app) {
   auto* verify_cmd = sub->add_subcommand("verify", "Check every entry's checksum and key");
   verify_cmd->add_flag("--repair", o->repair, "move bad entries aside (they are recompiled when next needed)");
   auto* prune_cmd = sub->add_subcommand("prune", "Remove least recently used entries down to a size");
-  prune_cmd->add_option("--max-size", o->max_size, "size to keep, e.g. 500M or 2G")->required();
+  prune_cmd
+      ->add_option("--max-size", o->max_size,
+                   "size to keep: bytes, or a number (up to 9 decimals) with a unit K, KB, M, MB, G, GB (powers of 1000) "
+                   "or KiB, MiB, GiB (powers of 1024), e.g. 500M, 2G, 1.5GiB")
+      ->required()
+      ->check(size_value());
   auto* explain_cmd = sub->add_subcommand("explain", "Say, per contract of a spec, whether it is cached and how it differs from the nearest entries");
   explain_cmd->add_option("spec", o->spec, "spec file")->required();
   explain_cmd->add_option("--op", o->op, "only this op");
-  explain_cmd->add_option("--arch", o->arch, "target arch (default: the spec's archs)");
+  explain_cmd->add_option("--arch", o->arch, "target arch (default: the spec's archs)")->check(supported_arch());
   auto* export_cmd = sub->add_subcommand("export", "Write every valid entry into one bundle file");
-  export_cmd->add_option("file", o->file, "bundle file to write")->required();
+  export_cmd
+      ->add_option("file", o->file,
+                   "bundle file to write: a new file or a regular one to replace (a directory, device, FIFO, socket or "
+                   "symbolic link is refused)")
+      ->required();
   auto* import_cmd = sub->add_subcommand("import", "Verify a bundle and add its entries to this cache");
   import_cmd->add_option("file", o->file, "bundle file to read")->required();
   auto* path_cmd = sub->add_subcommand("path", "Print the cache directory");

@@ -9,12 +9,14 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 namespace moejit::tools {
 
 Action add_check(CLI::App& app) {
   struct Opts {
     std::string spec, op;
-    std::vector<std::int64_t> tokens;
+    std::vector<std::string> tokens;
     std::uint64_t seed = 1;
     int device = 0;
   };
@@ -22,14 +24,17 @@ Action add_check(CLI::App& app) {
   auto* sub = app.add_subcommand("check", "Run each op of a spec on the GPU and compare with the CPU reference");
   sub->add_option("spec", o->spec, "spec file")->required();
   sub->add_option("--op", o->op, "only these ops (names or indices, comma-separated)");
-  sub->add_option("--tokens", o->tokens, "token counts to check (default: the op's sweep)")->delimiter(',');
-  sub->add_option("--seed", o->seed, "random seed");
-  sub->add_option("--device", o->device, "GPU ordinal");
+  sub->add_option("--tokens", o->tokens,
+                  fmt::format("token counts to check, comma-separated, 0 to {} (default: the op's sweep)", kMaxTokens))
+      ->check(integer_list_in(0, kMaxTokens));
+  sub->add_option("--seed", o->seed, "random seed, 0 to 2^64 - 1")->check(unsigned_integer());
+  sub->add_option("--device", o->device, "GPU ordinal")->check(integer_in(0, std::numeric_limits<int>::max()));
   return [o] {
     const Spec spec = load_spec(o->spec);
     const auto ops = select_ops(spec, o->op);
-    for (auto t : o->tokens) {
-      if (t < 0) throw Error({.kind = ErrorKind::usage, .message = "negative token count", .found = std::to_string(t)});
+    const auto chosen_tokens = integer_list(o->tokens);
+    for (const auto& op : ops) {
+      for (auto t : chosen_tokens) check_token_limit(*op, t, "--tokens");
     }
     Context context(Options::from_environment(), o->device);
     std::size_t cases = 0, failed = 0;
@@ -40,7 +45,7 @@ Action add_check(CLI::App& app) {
       }
       const auto op = context.load(op_spec);
       const auto& harness = reference::harness_for(op_spec->family());
-      const auto tokens = o->tokens.empty() ? harness.check_tokens(*op_spec) : o->tokens;
+      const auto tokens = chosen_tokens.empty() ? harness.check_tokens(*op_spec) : chosen_tokens;
       for (int variant = 0; variant < harness.variants(); ++variant) {
         for (auto t : tokens) {
           ++cases;

@@ -2,12 +2,12 @@
 #include <moejit/error.hpp>
 
 #include "cache/cache.hpp"
+#include "cache/fs.hpp"
 #include "cli.hpp"
 
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 
 namespace moejit::tools {
 
@@ -26,16 +26,11 @@ struct Item {
   Contract contract;
 };
 
-void write_output(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary);
-  out << data;
-  if (!out) throw Error({.kind = ErrorKind::io, .message = "cannot write output", .file = path});
-}
-
 // Several contracts go to a directory (one file each), one contract to the file named by -o.
 std::string output_path(const Opts& o, const Item& item, std::size_t count, std::string_view ext) {
-  if (count == 1 && !std::filesystem::is_directory(o.output)) return o.output;
-  std::filesystem::create_directories(o.output);
+  std::error_code ec;
+  if (count == 1 && !std::filesystem::is_directory(o.output, ec)) return o.output;
+  detail::make_output_dir(o.output, "-o");
   return (std::filesystem::path(o.output) / fmt::format("{}.{}.{}", item.op, item.contract.arch(), ext)).string();
 }
 
@@ -61,16 +56,12 @@ Action add_compile(CLI::App& app) {
   auto* sub = app.add_subcommand("compile", "Instantiate and compile a spec's kernels, and show what came out");
   sub->add_option("spec", o->spec, "spec file")->required();
   sub->add_option("--op", o->op, "only these ops (names or indices, comma-separated)");
-  sub->add_option("--arch", o->arch, "target arch (default: the spec's archs)");
+  sub->add_option("--arch", o->arch, "target arch (default: the spec's archs)")->check(supported_arch());
   sub->add_option("--emit", o->emit, "what to show: report (registers, shared memory, spills), source, ptx, cubin, contract")
       ->check(CLI::IsMember({"report", "source", "ptx", "cubin", "contract"}));
   sub->add_option("-o,--output", o->output, "write to this file (a directory when there are several contracts)");
   return [o] {
     const Spec spec = load_spec(o->spec);
-    if (!o->arch.empty() && !is_supported_arch(o->arch)) {
-      throw Error({.kind = ErrorKind::usage, .message = "unsupported arch", .found = o->arch,
-                   .expected = "sm_90a, sm_100a, ... (Hopper or newer)"});
-    }
     const auto archs = o->arch.empty() ? spec.archs : std::vector<std::string>{o->arch};
     std::vector<Item> items;
     for (const auto& op : select_ops(spec, o->op)) {
@@ -99,7 +90,7 @@ Action add_compile(CLI::App& app) {
       }
       if (!o->output.empty()) {
         const auto path = output_path(*o, item, items.size(), ext);
-        write_output(path, text);
+        detail::write_output_file(path, text, "-o");
         fmt::print(stderr, "wrote {} ({} {})\n", path, item.op, item.contract.arch());
       } else {
         fmt::print("// ---- op {} arch {} key {}\n{}\n", item.op, item.contract.arch(), cache.key_of(item.contract).hex(), text);

@@ -6,6 +6,7 @@
 #include <moejit/error.hpp>
 #include <moejit/op.hpp>
 
+#include "cache/fs.hpp"
 #include "cli.hpp"
 #include "npy.hpp"
 #include "op_runner.hpp"
@@ -13,8 +14,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
+#include <limits>
 #include <map>
 
 namespace moejit::tools {
@@ -98,8 +100,8 @@ void check_array(const TensorDecl& d, const NpyArray& a, const std::string& file
   }
 }
 
+// The directory was made (make_output_dir) before the op ran.
 void write_outputs(const std::string& dir, const std::vector<TensorDecl>& decls, const std::vector<reference::HostTensor>& host) {
-  std::filesystem::create_directories(dir);
   for (std::size_t i = 0; i < decls.size(); ++i) {
     if (decls[i].role != TensorRole::output) continue;
     NpyArray a{npy_type_for(decls[i].dtype), host[i].shape,
@@ -121,9 +123,11 @@ Action add_run(CLI::App& app) {
   sub->add_option("--in", o->in, "an input: NAME=FILE.npy (repeatable)");
   sub->add_option("--init", o->init, "an output's initial contents: NAME=FILE.npy (repeatable)");
   sub->add_option("--out-dir", o->out_dir, "directory for the outputs (<name>.npy)");
-  sub->add_option("--tokens", o->tokens, "token count (default: from the inputs' shapes)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--repeat", o->repeat, "run N times and print the median time per call")->check(CLI::Range(1, 100000));
-  sub->add_option("--device", o->device, "GPU ordinal");
+  sub->add_option("--tokens", o->tokens, fmt::format("token count, 0 to {} (default: from the inputs' shapes)", kMaxTokens))
+      ->check(integer_in(0, kMaxTokens));
+  sub->add_option("--repeat", o->repeat, "run N times (1 to 100000) and print the median time per call")
+      ->check(integer_in(1, 100000));
+  sub->add_option("--device", o->device, "GPU ordinal")->check(integer_in(0, std::numeric_limits<int>::max()));
   sub->add_flag("--reference", o->reference, "compute the outputs with the CPU reference instead (no GPU needed)");
   return [o] {
     const Spec spec = load_spec(o->spec);
@@ -158,6 +162,7 @@ Action add_run(CLI::App& app) {
       tokens_from = d.name;
     }
     if (tokens < 0) bad("cannot tell the token count", "", "", "no input with a T dimension", "--tokens T");
+    check_token_limit(op, tokens, tokens_from);
 
     std::vector<reference::HostTensor> host;
     for (const auto& d : decls) {
@@ -179,6 +184,7 @@ Action add_run(CLI::App& app) {
     }
     std::vector<bool> bound;
     for (const auto& d : decls) bound.push_back(d.role == TensorRole::output || arrays.count(d.name));
+    detail::make_output_dir(o->out_dir, "--out-dir");  // before the op runs: a bad path costs no run
 
     if (o->reference) {
       reference::harness_for(op.family()).run(op, host, tokens);

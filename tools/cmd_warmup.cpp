@@ -54,15 +54,11 @@ Action add_warmup(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("warmup", "Compile every kernel of the specs into the cache, in parallel");
   sub->add_option("specs", o->specs, "spec files or directories (e.g. specs/)")->required();
-  sub->add_option("--arch", o->archs, "target arch; repeatable (default: each spec's archs)");
-  sub->add_option("-j,--jobs", o->jobs, "compile threads (default: $MOEJIT_JOBS or all cores)");
+  sub->add_option("--arch", o->archs, "target arch; repeatable (default: each spec's archs)")->check(supported_arch());
+  sub->add_option("-j,--jobs", o->jobs, fmt::format("compile threads, 1 to {} (default: $MOEJIT_JOBS or all cores)", kMaxJobs))
+      ->check(integer_in(1, kMaxJobs));
   sub->add_flag("-q,--quiet", o->quiet, "print the summary only");
   return [o] {
-    for (const auto& a : o->archs) {
-      if (!is_supported_arch(a)) {
-        throw Error({.kind = ErrorKind::usage, .message = "unsupported arch", .found = a, .expected = "sm_90a, sm_100a, ..."});
-      }
-    }
     const auto specs = load_specs(o->specs);
     std::vector<detail::WarmupJob> jobs;
     for (const auto& spec : specs) {
@@ -80,6 +76,7 @@ Action add_warmup(CLI::App& app) {
     });
     if (tty) fmt::print(stderr, "\r\033[K");
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const unsigned used = detail::warmup_threads(threads, outcomes.size());
 
     std::size_t count[4] = {}, failed = 0;
     for (const auto& x : outcomes) {
@@ -93,7 +90,7 @@ Action add_warmup(CLI::App& app) {
     fmt::print("warmup: {} contracts from {} spec{} ({} jobs): {} compiled, {} from disk, {} waited for another process, "
                "{} in memory, {} failed; {:.2f} s on {} thread{}\n",
                outcomes.size(), specs.size(), specs.size() == 1 ? "" : "s", jobs.size(), count[3], count[1], count[2],
-               count[0], failed, seconds, threads, threads == 1 ? "" : "s");
+               count[0], failed, seconds, used, used == 1 ? "" : "s");
     fmt::print("cache: {}\n", cache.root().string());
     if (failed) return kFailure;
 

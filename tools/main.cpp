@@ -3,6 +3,7 @@
 #include <moejit/error.hpp>
 
 #include "cli.hpp"
+#include "signals.hpp"
 
 #include <fmt/format.h>
 
@@ -10,8 +11,10 @@
 
 int main(int argc, char** argv) {
   using namespace moejit::tools;
+  take_termination_signals();  // first: before any thread starts
   CLI::App app{"moejit: a JIT kernel-generation compiler for Mixture-of-Experts GPU ops.\n"
-               "Exit codes: 0 ok, 1 a check failed, 2 bad input, 3 could not run (no GPU, driver or toolchain)."};
+               "Exit codes: 0 ok, 1 a check failed, 2 bad input, 3 could not run (no GPU, driver or toolchain).\n"
+               "Killed by SIGINT, SIGTERM or SIGHUP, it dies of that signal (a shell reports 130, 143, 129)."};
   app.name("moejit");
   app.require_subcommand(1);
   app.set_version_flag("--version", "moejit 0.1.0");
@@ -21,11 +24,11 @@ int main(int argc, char** argv) {
     Action action = add(app);
     commands.emplace_back(app.get_subcommands({})[before], std::move(action));
   }
+  refuse_empty_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? kOk : kBadInput;
+    return report_parse_error(app, e, std::vector<std::string>(argv + 1, argv + argc));
   }
   try {
     for (auto& [sub, action] : commands) {
@@ -36,7 +39,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "moejit: %s: %s\n", std::string(moejit::to_string(e.kind())).c_str(), e.what());
     return e.is_bad_input() ? kBadInput : kFailure;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "moejit: error: %s\n", e.what());
+    std::fprintf(stderr, "moejit: error: %s\n", moejit::detail::printable(e.what(), 2000).c_str());
     return kFailure;
   }
 }

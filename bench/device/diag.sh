@@ -9,4 +9,4 @@ echo "== tp 2"
 timeout 150 $B/test_gpu "[tp2]" > $OUT/tp2.txt 2>&1; echo "exit $?"
 grep -E "FAILED|signal|test cases|assertions|error|CUDA|path|with expansion|\(\+0x" $OUT/tp2.txt | head -40
 echo "== fused bench"
-MOEJIT_BENCH_FUSED_ONLY=1 timeout 40 $B/moejit_tail_bench 2>&1 | tail -8
+timeout 40 $B/moejit_tail_bench --fused-only 2>&1 | tail -8

@@ -2,6 +2,7 @@
 /// moejit's one error type. Every failure the library reports is a moejit::Error whose fields
 /// say where (file + JSON pointer, or the API call), what was found and what was expected.
 
+#include <cstddef>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -53,5 +54,18 @@ class Error : public std::exception {
   ErrorFields fields_;
   std::string what_;
 };
+
+namespace detail {
+
+/// The most of a value (`found`, or a quoted value inside a message) an error prints.
+inline constexpr std::size_t kMaxValueChars = 200;
+
+/// `text` made fit for one line of a terminal: control characters escaped (`\n`, `\t`, `\x1b`,
+/// C1 controls as `\u009b`) and, where the result would pass `max_chars`, cut at a character
+/// boundary with a note of how many bytes were left out. Every field of an Error but the
+/// multi-line ones (options, log, source) is printed through it.
+std::string printable(std::string_view text, std::size_t max_chars = kMaxValueChars);
+
+}  // namespace detail
 
 }  // namespace moejit

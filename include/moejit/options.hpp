@@ -5,13 +5,17 @@
 
 namespace moejit {
 
+/// The most warmup threads moejit starts ($MOEJIT_JOBS, `moejit warmup --jobs`).
+inline constexpr unsigned kMaxJobs = 1024;
+
 struct Options {
   /// Root of the disk cache: $MOEJIT_CACHE_DIR, else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit.
   std::filesystem::path cache_dir;
   /// The CUDA toolkit whose include/ and include/cccl/ NVRTC needs: $CUDA_HOME, else $CUDA_PATH,
   /// else /usr/local/cuda. Checked when the first compile needs it.
   std::filesystem::path cuda_home;
-  /// Threads for warmup compiles: $MOEJIT_JOBS, else the number of cores.
+  /// Threads for warmup compiles: $MOEJIT_JOBS (a decimal integer in [1, kMaxJobs]), else the
+  /// number of cores (at most kMaxJobs).
   unsigned jobs = 1;
   /// Use the disk store; when false the cache lives in memory only.
   bool disk_cache = true;
@@ -21,6 +25,8 @@ struct Options {
   /// back-to-back kernels; results are the same either way. $MOEJIT_PDL=1 turns it on.
   bool programmatic_launch = false;
 
+  /// Reads the environment. Throws moejit::Error (usage) naming the variable when a value is
+  /// malformed (MOEJIT_JOBS that is not a thread count): a bad setting is never silently ignored.
   static Options from_environment();
 };
 

@@ -9,6 +9,7 @@
 #include "cache/fs.hpp"
 #include "cache/warmup.hpp"
 #include "tests/alloc_counter.hpp"
+#include "tools/cli.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -170,6 +171,107 @@ TEST_CASE("staging directories of a process that died are never read, and are pr
   cache.prune(std::uint64_t{1} << 40);
   CHECK_FALSE(fs::exists(stage));
   CHECK(cache.list().size() == 1);
+}
+
+TEST_CASE("warmup, verify and prune reclaim what writers that died left in tmp/, never a live writer's stage", "[cache]") {
+  TempDir tmp;
+  const auto options = options_at(tmp.path);
+  Compiler compiler(options.cuda_home);
+  Cache cache(options, compiler);
+  const auto key_a = cache.key_of(small_contract(8)), key_b = cache.key_of(small_contract(16));
+  const auto key_c = cache.key_of(small_contract(24));
+  // A writer of this machine that has exited: a child, reaped.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  const auto here = host_tag();
+  auto plant = [&](const std::string& name) {
+    const auto dir = cache.root() / "tmp" / name;
+    fs::create_directories(dir);
+    overwrite(dir / "kernel.cubin", "half");
+    return dir;
+  };
+  const auto dead = plant(fmt::format("{}.{}.{}.deadbeefdeadbeef", key_a.hex(), here, child));
+  const auto dead_prune = plant(fmt::format("{}.prune.{}.{}.deadbeefdeadbeef", key_b.hex(), here, child));
+  const auto live = plant(fmt::format("{}.{}.{}.0123456789abcdef", key_b.hex(), here, ::getpid()));
+  // Its pid is gone here, but its key's lock is held: a writer in another pid namespace.
+  const auto locked = plant(fmt::format("{}.{}.{}.0123456789abcdef", key_c.hex(), here, child));
+  const FileLock held(cache.root() / "locks" / (key_c.hex() + ".lock"));
+  // A writer on another machine sharing the cache: only age says it is gone.
+  const auto remote = plant(fmt::format("{}.some-other-host.{}.0123456789abcdef", key_a.hex(), child));
+
+  SECTION("warmup") {
+    const std::vector<WarmupJob> jobs = {{"t", small_contract(8)}};
+    CHECK(warmup(cache, jobs, 1).at(0).error.empty());
+  }
+  SECTION("verify") { CHECK(cache.verify(false).empty()); }
+  SECTION("prune") { cache.prune(std::uint64_t{1} << 40); }
+  CHECK_FALSE(fs::exists(dead));
+  CHECK_FALSE(fs::exists(dead_prune));
+  CHECK(fs::exists(live / "kernel.cubin"));
+  CHECK(fs::exists(locked / "kernel.cubin"));
+  CHECK(fs::exists(remote / "kernel.cubin"));
+
+  // An hour on, the other machine's stage is stale too; a held lock still keeps one.
+  for (const auto& dir : {remote, locked}) fs::last_write_time(dir, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  CHECK(cache.reclaim_staging() == 1);
+  CHECK_FALSE(fs::exists(remote));
+  CHECK(fs::exists(locked));
+  CHECK(fs::exists(live));
+  CHECK(cache.verify(false).empty());
+}
+
+TEST_CASE("an output file is written whole or not at all, and only where it can end as a regular file", "[cache]") {
+  TempDir tmp;
+  const auto dir = tmp.path / "out";
+  fs::create_directories(dir / "sub");
+  ::mkfifo((dir / "fifo").c_str(), 0600);
+  overwrite(dir / "target", "old");
+  fs::create_symlink(dir / "target", dir / "link");
+  auto refused = [&](const fs::path& file, const std::string& what) {
+    INFO(file.string());
+    try {
+      write_output_file(file, "data", "--json");
+      FAIL("written");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::usage);
+      CHECK(e.fields().file == file.string());
+      CHECK(e.fields().pointer == "--json");
+      CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains(what));
+    }
+  };
+  refused("", "an empty path");
+  refused(dir / "sub", "found a directory");
+  refused(dir / "fifo", "found a FIFO");
+  refused("/dev/null", "found a character device");
+  refused(dir / "link", "found a symbolic link");
+  refused(dir / "missing" / "x", "directory does not exist");
+  refused(dir / "target" / "x", "is not a directory; found " + (dir / "target").string());
+  CHECK(fs::is_symlink(dir / "link"));
+  CHECK(read_file(dir / "target") == "old");
+
+  write_output_file(dir / "target", "new");
+  CHECK(read_file(dir / "target") == "new");
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+  CHECK(entries == 4);  // sub, fifo, target, link: no staged file left
+
+  SECTION("the output directory of run and compile") {
+    CHECK_NOTHROW(make_output_dir(dir / "new" / "deeper", "--out-dir"));
+    CHECK(fs::is_directory(dir / "new" / "deeper"));
+    CHECK_NOTHROW(make_output_dir(dir / "sub", "--out-dir"));
+    for (const auto& bad : {dir / "target", dir / "target" / "x", fs::path()}) {
+      INFO(bad.string());
+      try {
+        make_output_dir(bad, "--out-dir");
+        FAIL("accepted");
+      } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::usage);
+        CHECK(e.fields().pointer == "--out-dir");
+      }
+    }
+  }
 }
 
 TEST_CASE("a cache directory that is not private is refused", "[cache]") {
@@ -337,6 +439,79 @@ TEST_CASE("many processes warming the same specs all end with valid entries, eac
   CHECK(count_in(cache.root() / "tmp") == 0);
 }
 #endif
+
+TEST_CASE("MOEJIT_JOBS is a thread count or an error naming it, never silently ignored", "[options]") {
+  ::setenv("MOEJIT_JOBS", "7", 1);
+  CHECK(Options::from_environment().jobs == 7);
+  ::setenv("MOEJIT_JOBS", "1024", 1);
+  CHECK(Options::from_environment().jobs == 1024);
+  for (const char* bad : {"abc", "0", "-3", "1025", "100000", " 4", "4 ", "+4", "0x10", "1e2", "4.0", "99999999999999999999"}) {
+    INFO(bad);
+    ::setenv("MOEJIT_JOBS", bad, 1);
+    try {
+      (void)Options::from_environment();
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.is_bad_input());
+      CHECK(e.fields().pointer == "MOEJIT_JOBS");
+      CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains(fmt::format("found '{}'", bad)));
+      CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains("[1, 1024]"));
+    }
+  }
+  ::unsetenv("MOEJIT_JOBS");
+  CHECK(Options::from_environment().jobs >= 1);
+  CHECK(warmup_threads(100000, 2) == 2);
+  CHECK(warmup_threads(0, 5) == 1);
+  CHECK(warmup_threads(3, 0) == 1);
+}
+
+// NOTE: here beside the cache's own tests because error messages are what the cache's users read.
+TEST_CASE("error text escapes control characters and cuts long values", "[error]") {
+  CHECK(moejit::detail::printable("soft\nmax\x1b[31m\t\x7f") == "soft\\nmax\\x1b[31m\\t\\x7f");
+  CHECK(moejit::detail::printable("caf\xc3\xa9 \xc2\x9b") == "caf\xc3\xa9 \\u009b");  // UTF-8 kept, C1 escaped
+  const std::string huge(20000, 'a');
+  const auto cut = moejit::detail::printable(huge);
+  CHECK(cut == std::string(200, 'a') + "... (19800 more bytes)");
+  CHECK(moejit::detail::printable(std::string(199, 'a') + "\xc3\xa9") == std::string(199, 'a') + "... (2 more bytes)");
+
+  const Error e({.kind = ErrorKind::spec, .message = fmt::format("unknown scoring '{}' and '{}'", "soft\nmax", huge),
+                 .file = "s\n.json", .pointer = "/ops/0/scoring", .found = huge, .expected = "one of softmax"});
+  const std::string what = e.what();
+  CHECK(what.find('\n') == std::string::npos);
+  CHECK(what.size() < 1000);
+  CHECK_THAT(what, Catch::Matchers::StartsWith("s\\n.json: /ops/0/scoring: unknown scoring 'soft\\nmax' and 'aaa"));
+  CHECK_THAT(what, Catch::Matchers::Contains("a... (19800 more bytes)'; found aaa"));
+  CHECK_THAT(what, Catch::Matchers::EndsWith("a... (19800 more bytes); expected one of softmax"));
+  // Compile errors keep their multi-line parts as they are.
+  const Error c({.kind = ErrorKind::compile, .message = "failed", .log = "line 1\nline 2"});
+  CHECK_THAT(std::string(c.what()), Catch::Matchers::EndsWith("\n--- log ---\nline 1\nline 2"));
+}
+
+// NOTE: here because `cache prune --max-size` is what takes a size.
+TEST_CASE("sizes are exact: decimal digits, a fraction of up to 9 digits, a unit from the list", "[cache][cli]") {
+  using moejit::tools::parse_size;
+  CHECK(parse_size("0") == 0);
+  CHECK(parse_size("1048576") == 1048576);
+  CHECK(parse_size("512B") == 512);
+  CHECK(parse_size("500M") == 500'000'000);
+  CHECK(parse_size("2G") == 2'000'000'000);
+  CHECK(parse_size("1.5K") == 1500);
+  CHECK(parse_size("1.5GiB") == 1610612736);
+  CHECK(parse_size("0.001K") == 1);
+  CHECK(parse_size("0.999999999KiB") == 1023);  // whole bytes, rounded down
+  CHECK(parse_size("18446744073709551615") == 18446744073709551615u);
+  CHECK(parse_size("17179869183.999999999GiB") == 18446744073709551614u);  // 2^64 - 2^30 + floor(0.999999999 * 2^30)
+  for (const char* bad : {"", "inf", "nan", "-1", "+1", "0x10", "1e3", " 2G", "2G ", "2 G", "2g", "1.5", "1.5B", ".5G",
+                          "5.G", "1.0000000001G", "2TB", "18446744073709551616", "99999999999999999999G", "17179869184GiB"}) {
+    INFO(bad);
+    try {
+      (void)parse_size(bad);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::usage);
+    }
+  }
+}
 
 TEST_CASE("MOEJIT_PDL=1 turns programmatic dependent launch on; any other value leaves it off", "[options]") {
   ::setenv("MOEJIT_PDL", "1", 1);
