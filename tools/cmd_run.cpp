@@ -160,6 +160,12 @@ Action add_run(CLI::App& app) {
       if (tokens >= 0 || it == arrays.end()) continue;
       tokens = tokens_of(d, it->second);
       tokens_from = d.name;
+      const bool has_t = std::any_of(d.shape.begin(), d.shape.end(), [](const auto& dim) { return dim.tokens; });
+      if (tokens < 0 && has_t) {  // too few dimensions to hold T: a scalar for [T, 2d]
+        const auto file = ins.count(d.name) ? ins.at(d.name) : inits.at(d.name);
+        bad(fmt::format("tensor '{}' has too few dimensions", d.name), file, d.name,
+            fmt::format("({})", fmt::join(it->second.shape, ", ")), d.shape_text());
+      }
     }
     if (tokens < 0) bad("cannot tell the token count", "", "", "no input with a T dimension", "--tokens T");
     check_token_limit(op, tokens, tokens_from);
