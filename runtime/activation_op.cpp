@@ -85,7 +85,10 @@ class ActivationOp final : public Op {
       // The striding is what costs masked silu its ~5-7% against dense at large T_max: dense held
       // to this grid loses as much (93.6 -> 98.9 us at 32768 rows; bench/results/2026-12-02-c/
       // act23). Handing the passes out in order from a queue in device memory (act24, act25) and
-      // an exact grid tail-launched from the device (cdp_probe: ~13 us a call) cost more.
+      // an exact grid tail-launched from the device (cdp_probe: ~13 us a call) cost more. A grid
+      // sized as if the counts were known (uncapped: one pass over a half-full expert) brings silu
+      // within 0.4% of dense at 32768 real rows, but takes 5.7 -> 40 us with 0-12 rows an expert
+      // and SituGLU 7.5% longer (bench/results/2026-12-02-e/act29).
       // Small T_max: enough blocks for one chunk a thread when the expert is half full, not full
       // -- half of them found no rows (H200, half-full experts,
       // bench/results/2026-12-01-c/masked-grid: SituGLU 3072 at 1024 real rows 10.12 -> 9.00 us
