@@ -21,15 +21,25 @@ std::vector<Spec> load_specs(const std::vector<std::string>& args) {
   return specs;
 }
 
+namespace {
+
+// "a,b,,c" -> {"a", "b", "", "c"}: empty items kept, so that callers can refuse them.
+std::vector<std::string_view> comma_items(std::string_view text) {
+  std::vector<std::string_view> items;
+  for (std::size_t start = 0;;) {
+    const auto comma = std::min(text.find(',', start), text.size());
+    items.push_back(text.substr(start, comma - start));
+    if (comma == text.size()) return items;
+    start = comma + 1;
+  }
+}
+
+}  // namespace
+
 std::vector<std::shared_ptr<const OpSpec>> select_ops(const Spec& spec, const std::string& ops) {
   if (ops.empty()) return spec.ops;
   std::vector<std::shared_ptr<const OpSpec>> out;
-  std::size_t start = 0;
-  while (start <= ops.size()) {
-    const auto comma = std::min(ops.find(',', start), ops.size());
-    out.push_back(spec.op(std::string_view(ops).substr(start, comma - start)));
-    start = comma + 1;
-  }
+  for (const auto item : comma_items(ops)) out.push_back(spec.op(item));
   return out;
 }
 
@@ -160,16 +170,12 @@ CLI::Validator unsigned_integer() {
 CLI::Validator integer_list_in(std::int64_t lo, std::int64_t hi) {
   return CLI::Validator(
       [lo, hi](std::string& text) -> std::string {
-        std::size_t start = 0;
-        for (;;) {
-          const auto comma = std::min(text.find(',', start), text.size());
-          const auto item = std::string_view(text).substr(start, comma - start);
+        for (const auto item : comma_items(text)) {
           if (auto problem = integer_problem(item, lo, hi, "comma-separated integers"); !problem.empty()) {
             return item.size() == text.size() ? problem : fmt::format("{} (in '{}')", problem, detail::printable(text));
           }
-          if (comma == text.size()) return {};
-          start = comma + 1;
         }
+        return {};
       },
       "INT,...");
 }
@@ -177,17 +183,13 @@ CLI::Validator integer_list_in(std::int64_t lo, std::int64_t hi) {
 std::vector<std::int64_t> integer_list(const std::vector<std::string>& values) {
   std::vector<std::int64_t> out;
   for (const auto& value : values) {
-    std::size_t start = 0;
-    for (;;) {
-      const auto comma = std::min(value.find(',', start), value.size());
-      const auto item = decimal<std::int64_t>(std::string_view(value).substr(start, comma - start));
+    for (const auto text : comma_items(value)) {
+      const auto item = decimal<std::int64_t>(text);
       if (!item) {
         throw Error({.kind = ErrorKind::internal, .message = "integer_list of a value integer_list_in did not check",
                      .found = value});
       }
       out.push_back(*item);
-      if (comma == value.size()) break;
-      start = comma + 1;
     }
   }
   return out;
