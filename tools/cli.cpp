@@ -202,6 +202,14 @@ void check_token_limit(const OpSpec& op, std::int64_t tokens, std::string_view f
                .pointer = std::string(from), .found = std::to_string(tokens), .expected = fmt::format("0 to {}", max)});
 }
 
+std::vector<std::int64_t> token_list(std::span<const std::shared_ptr<const OpSpec>> ops, const std::vector<std::string>& values) {
+  auto tokens = integer_list(values);
+  for (const auto& op : ops) {
+    for (auto t : tokens) check_token_limit(*op, t, "--tokens");
+  }
+  return tokens;
+}
+
 CLI::Validator supported_arch() {
   return CLI::Validator(
       [](std::string& arch) -> std::string {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,8 @@ std::vector<std::int64_t> integer_list(const std::vector<std::string>& values);
 /// Refuses (usage, naming `from`: "--tokens" or the tensor it came from) a token count above
 /// the op's max_tokens(), as Op::launch would, but before anything reaches the GPU.
 void check_token_limit(const OpSpec& op, std::int64_t tokens, std::string_view from);
+/// The token counts of a checked --tokens option (integer_list), each within every op's limit.
+std::vector<std::int64_t> token_list(std::span<const std::shared_ptr<const OpSpec>> ops, const std::vector<std::string>& values);
 /// An arch moejit compiles for (supported_archs()).
 CLI::Validator supported_arch();
 /// A size parse_size() takes.

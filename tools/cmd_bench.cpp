@@ -93,10 +93,7 @@ Action add_bench(CLI::App& app) {
     const auto ops = select_ops(spec, o->op);
     check_hot(spec, ops, o->hot);
     const auto inputs = pick_inputs(spec, ops, o->inputs);
-    const auto tokens = integer_list(o->tokens);
-    for (const auto& op : ops) {
-      for (auto t : tokens) check_token_limit(*op, t, "--tokens");
-    }
+    const auto tokens = token_list(ops, o->tokens);
     if (!o->json.empty()) detail::check_output_file(o->json, "--json");
     Options options = Options::from_environment();
     options.programmatic_launch = options.programmatic_launch || o->pdl;

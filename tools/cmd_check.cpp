@@ -32,10 +32,7 @@ Action add_check(CLI::App& app) {
   return [o] {
     const Spec spec = load_spec(o->spec);
     const auto ops = select_ops(spec, o->op);
-    const auto chosen_tokens = integer_list(o->tokens);
-    for (const auto& op : ops) {
-      for (auto t : chosen_tokens) check_token_limit(*op, t, "--tokens");
-    }
+    const auto chosen_tokens = token_list(ops, o->tokens);
     Context context(Options::from_environment(), o->device);
     std::size_t cases = 0, failed = 0;
     for (const auto& op_spec : ops) {
