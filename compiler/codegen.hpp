@@ -1,7 +1,10 @@
 #pragma once
 // Helpers for the generated stubs and the canonical contract text.
 
+#include <moejit/contract.hpp>
 #include <moejit/dtype.hpp>
+
+#include "spec/canonical.hpp"
 
 #include <string>
 #include <string_view>
@@ -10,10 +13,6 @@
 
 namespace moejit::detail {
 
-/// Shortest decimal that reads back as the same float: the contract's spelling of a float.
-std::string canonical_float(float x);
-/// The float as the double its shortest decimal spells (1.702f -> 1.702): for canonical JSON.
-double canonical_number(float x);
 /// An exact C++ float literal (hex float): the stub's spelling of a float.
 std::string float_literal(float x);
 
@@ -27,12 +26,16 @@ class StubBuilder {
   StubBuilder& flag(std::string_view name, bool value);
   StubBuilder& real(std::string_view name, float value);
   StubBuilder& type(std::string_view name, DType dtype);
-  /// Renders the stub: include, the Config struct, and one explicit instantiation of each kernel
-  /// (function templates taking Config, then any template arguments the kernel's name gives,
-  /// and one argument struct `args_type`).
-  std::string render(const std::vector<std::string>& kernels, std::string_view args_type) const;
-  /// Renders with one argument type per kernel: {kernel, args_type} pairs.
-  std::string render(const std::vector<std::pair<std::string, std::string>>& kernels) const;
+  /// One kernel of the stub: the role launchers ask for, the kernel template (`name` or
+  /// `name<X>` for further template arguments after Config) and its one argument struct.
+  struct Kernel {
+    std::string role;
+    std::string name;
+    std::string args;
+  };
+  /// Renders the stub into `contract.source` -- the include, the Config struct and one explicit
+  /// instantiation of each kernel -- and lists the kernels, by role, in `contract.kernels`.
+  void emit(Contract& contract, const std::vector<Kernel>& kernels) const;
   /// The NVRTC name expression of `kernel<Config>`; a kernel given as `name<X>` (further
   /// template arguments) is `name<Config, X>`.
   static std::string name_expression(std::string_view kernel);

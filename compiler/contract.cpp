@@ -4,6 +4,9 @@
 #include "embedded_templates.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include <sstream>
 
@@ -33,6 +36,20 @@ std::string Contract::text() const {
                                 template_name_, arch_);
   for (const auto& f : fields_) out += fmt::format("{} {}\n", f.name, f.value);
   return out;
+}
+
+std::size_t Contract::kernel_index(std::string_view role) const {
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    if (kernels[i].role == role) return i;
+  }
+  std::vector<std::string_view> roles;
+  for (const auto& k : kernels) roles.push_back(k.role);
+  throw Error({.kind = ErrorKind::internal, .message = fmt::format("the {} contract has no kernel of this role", family_),
+               .found = std::string(role), .expected = fmt::format("one of {}", fmt::join(roles, ", "))});
+}
+
+bool Contract::has_kernel(std::string_view role) const noexcept {
+  return std::ranges::any_of(kernels, [&](const Kernel& k) { return k.role == role; });
 }
 
 Contract parse_contract_text(std::string_view text) {

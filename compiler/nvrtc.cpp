@@ -99,7 +99,7 @@ CompileOutput Compiler::compile(const Contract& contract, Emit emit) const {
   const auto start = std::chrono::steady_clock::now();
   const auto opts = options(contract.arch(), emit);
   Program prog(contract.source, fmt::format("moejit_{}.cu", contract.family()));
-  for (const auto& k : contract.kernels) MOEJIT_NVRTC_CHECK(nvrtcAddNameExpression(prog.get(), k.c_str()));
+  for (const auto& k : contract.kernels) MOEJIT_NVRTC_CHECK(nvrtcAddNameExpression(prog.get(), k.expression.c_str()));
 
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
@@ -116,8 +116,8 @@ CompileOutput Compiler::compile(const Contract& contract, Emit emit) const {
   const auto report = parse_ptxas_report(out.log);
   for (const auto& k : contract.kernels) {
     const char* lowered = nullptr;
-    MOEJIT_NVRTC_CHECK(nvrtcGetLoweredName(prog.get(), k.c_str(), &lowered));
-    CompiledKernel ck{k, lowered, {}};
+    MOEJIT_NVRTC_CHECK(nvrtcGetLoweredName(prog.get(), k.expression.c_str(), &lowered));
+    CompiledKernel ck{k.expression, lowered, {}};
     for (const auto& [name, res] : report) {
       if (name == ck.lowered_name) ck.resources = res;
     }

@@ -1,7 +1,7 @@
 #pragma once
 // CPU reference of the activation op (numerics.md "activation").
 
-#include "compiler/ops/activation.hpp"
+#include "spec/ops/activation.hpp"
 #include "harness.hpp"
 
 #include <cstdint>

@@ -40,13 +40,28 @@ double OpHarness::bytes_moved(const OpSpec& op, std::span<const HostTensor> tens
   return total;
 }
 
+namespace {
+
+// NOTE: harnesses are stateless and immutable, so one instance each serves every thread.
+template <class H>
+const OpHarness& harness_instance() {
+  static const H kHarness;
+  return kHarness;
+}
+
+}  // namespace
+
+std::span<const detail::Family<HarnessOf>> reference_families() noexcept {
+  static constexpr detail::Family<HarnessOf> kFamilies[] = {
+      {"activation", &harness_instance<ActivationHarness>},
+      {"routing", &harness_instance<RoutingHarness>},
+      {"latent_tail", &harness_instance<LatentTailHarness>},
+  };
+  return kFamilies;
+}
+
 const OpHarness& harness_for(std::string_view family) {
-  static const ActivationHarness kActivation;  // NOTE: stateless, immutable
-  static const RoutingHarness kRouting;
-  static const LatentTailHarness kLatentTail;
-  if (family == "activation") return kActivation;
-  if (family == "latent_tail") return kLatentTail;
-  if (family == "routing") return kRouting;
+  if (const auto* f = detail::find_family(reference_families(), family)) return f->entry();
   throw Error({.kind = ErrorKind::usage, .message = "no reference for op family", .found = std::string(family)});
 }
 

@@ -6,6 +6,7 @@
 #include <moejit/spec.hpp>
 
 #include "host_tensor.hpp"
+#include "spec/ops/registry.hpp"
 
 #include <functional>
 #include <span>
@@ -49,6 +50,9 @@ class OpHarness {
   virtual double bytes_moved(const OpSpec& op, std::span<const HostTensor> tensors, std::int64_t tokens) const;
 };
 
+using HarnessOf = const OpHarness& (*)();
+/// The reference's table of op families (spec/ops/registry.hpp says the shape).
+std::span<const detail::Family<HarnessOf>> reference_families() noexcept;
 /// The harness of an op family; throws moejit::Error (usage) when none exists.
 const OpHarness& harness_for(std::string_view family);
 

@@ -2,7 +2,7 @@
 // CPU reference of the latent-MoE tail (numerics.md "latent_tail"), for any tp: the reduction
 // before the norm, rank-order sums, the norm's sum of squares in the kernels' own order.
 
-#include "compiler/ops/latent_tail.hpp"
+#include "spec/ops/latent_tail.hpp"
 #include "harness.hpp"
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // CPU reference of the routing op (numerics.md "routing"), computed exactly as the kernels do:
 // the same keys, the same fixed-point softmax sum, the same order of the renormalizing sum.
 
-#include "compiler/ops/routing.hpp"
+#include "spec/ops/routing.hpp"
 #include "harness.hpp"
 
 #include <cstdint>

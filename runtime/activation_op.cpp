@@ -7,7 +7,6 @@
 #include "templates/activation_args.h"
 
 #include <algorithm>
-#include <array>
 
 namespace moejit::detail {
 
@@ -39,15 +38,17 @@ class ActivationOp final : public Op {
       : Op(spec),
         spec_(*spec),
         sm_count_(context.device().sm_count),
-        vec_(spec->vec()),
+        vec_(activation_vec(*spec)),
         pdl_(context.options().programmatic_launch),
         dense_cap_(dense_blocks_cap(spec->kind, sm_count_)) {
-    const auto contract = spec->contracts(context.device().arch).front();
-    for (std::size_t i = 0; i < kernels_.size(); ++i) {
-      auto kernel = context.kernel(contract, i);
-      kernel->set_block({ActivationSpec::kThreads, 1, 1}, 0);
-      kernels_[i] = std::move(kernel);
-    }
+    const auto contract = contracts(*spec, context.device().arch).front();
+    auto load = [&](std::string_view role) {
+      auto kernel = context.kernel(contract, role);
+      kernel->set_block({kActivationThreads, 1, 1}, 0);
+      return kernel;
+    };
+    narrow_ = load("narrow");
+    wide_ = load("wide");
   }
 
  private:
@@ -57,7 +58,7 @@ class ActivationOp final : public Op {
     const Buffer& in = buffers[0];
     const Buffer& out = buffers[masked ? 2 : 1];
     const std::int64_t rows = tokens * (masked ? spec_.num_experts : 1);
-    const std::int64_t threads = ActivationSpec::kThreads, unroll = ActivationSpec::kUnroll;
+    const std::int64_t threads = kActivationThreads, unroll = kActivationUnroll;
     const std::int64_t fill = kScalarFill * std::int64_t{sm_count_} * threads;
     // Vectors unless the pointers are not aligned for them or the output is too small to fill
     // the GPU with one element per thread (then per-thread latency, not bytes, sets the time).
@@ -100,7 +101,7 @@ class ActivationOp final : public Op {
       const std::int64_t blocks = std::max(unrolled, std::min(single, fill / threads));
       grid = {static_cast<unsigned>(std::min<std::int64_t>(blocks, dense_cap_)), 1, 1};
     }
-    kernels_[narrow ? 0 : 1]->launch(grid, args, stream, pdl_);
+    (narrow ? narrow_ : wide_)->launch(grid, args, stream, pdl_);
   }
 
   const ActivationSpec& spec_;
@@ -108,7 +109,7 @@ class ActivationOp final : public Op {
   int vec_;
   bool pdl_;  ///< programmatic dependent launch (Options::programmatic_launch)
   std::int64_t dense_cap_;  ///< the dense layout's most blocks (dense_blocks_cap)
-  std::array<std::shared_ptr<const Kernel>, 2> kernels_;  ///< 32-bit element offsets, 64-bit ones
+  std::shared_ptr<const Kernel> narrow_, wide_;  ///< 32-bit element offsets, 64-bit ones
 };
 
 }  // namespace

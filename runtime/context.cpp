@@ -88,7 +88,8 @@ detail::Cache& Context::cache() noexcept { return impl_->cache; }
 
 void Context::make_current() const { MOEJIT_CU(impl_->driver, cuCtxSetCurrent(impl_->primary)); }
 
-std::shared_ptr<detail::Kernel> Context::kernel(const Contract& contract, std::size_t index) {
+std::shared_ptr<detail::Kernel> Context::kernel(const Contract& contract, std::string_view role) {
+  const std::size_t index = contract.kernel_index(role);
   const auto key = impl_->cache.key_of(contract);
   std::shared_ptr<const detail::Module> module;
   std::shared_ptr<const detail::CacheEntry> entry;
@@ -104,7 +105,8 @@ std::shared_ptr<detail::Kernel> Context::kernel(const Contract& contract, std::s
     module = impl_->modules.emplace(key, module).first->second;
   }
   if (index >= entry->manifest.kernels.size()) {
-    throw Error({.kind = ErrorKind::internal, .message = "contract has no such kernel", .found = std::to_string(index)});
+    throw Error({.kind = ErrorKind::internal, .message = "cache entry has fewer kernels than its contract",
+                 .found = std::to_string(entry->manifest.kernels.size()), .expected = std::to_string(index + 1)});
   }
   return std::make_shared<detail::Kernel>(impl_->driver, impl_->dev, module, entry->manifest.kernels[index]);
 }

@@ -33,8 +33,6 @@ using detail::Kernel;
 constexpr std::int64_t kGemmChunk = 256;  // tokens per up-projection launch (bounds the split-K workspace)
 constexpr int kExchangeMinBlocks = 16;
 
-enum KernelIndex { kNorm = 0, kUpProj = 1, kExchange = 2, kGather = 3, kPermute = 4 };
-
 // What ranks exchange to reach each other's peer buffers.
 struct PeerInfo {
   CUipcMemHandle handle;
@@ -76,7 +74,8 @@ struct LatentMoE::Impl {
   Communicator* comm;
   Communicator* shared_comm;
   int rank = 0;
-  std::shared_ptr<const Kernel> k[5];
+  std::shared_ptr<const Kernel> norm_kernel, upproj_kernel;               ///< every tp
+  std::shared_ptr<const Kernel> exchange_kernel, gather_kernel, permute_kernel;  ///< tp > 1
   std::int64_t max_tokens = 0;
   int shard = 0;
   // Base path workspaces.
@@ -252,7 +251,7 @@ struct LatentMoE::Impl {
     a.latent_sum = latent_sum.ptr();
     a.latent_norm = latent_norm.ptr();
     a.tokens = tokens;
-    k[kNorm]->launch({static_cast<unsigned>(tokens), 1, 1}, a, stream);
+    norm_kernel->launch({static_cast<unsigned>(tokens), 1, 1}, a, stream);
   }
 
   struct UpTarget {
@@ -289,7 +288,7 @@ struct LatentMoE::Impl {
       const auto tpad = std::min<std::int64_t>(64, (n + 15) / 16 * 16);
       const auto smem = static_cast<unsigned>((64 + tpad) * spec.k_block() * 2);
       const detail::Dim3 grid{static_cast<unsigned>(u.rows / 64), static_cast<unsigned>(spec.splits()), static_cast<unsigned>(ceil_div(n, 64))};
-      k[kUpProj]->launch_with_shared(grid, smem, a, stream, u.pdl);
+      upproj_kernel->launch_with_shared(grid, smem, a, stream, u.pdl);
     }
   }
 
@@ -328,7 +327,7 @@ struct LatentMoE::Impl {
       a.timeout_ns = static_cast<unsigned long long>(spec.peer_timeout_ms) * 1000000ull;
       a.rank = rank;
       const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(tokens, kExchangeMinBlocks, 64));
-      k[kExchange]->launch({blocks, 1, 1}, a, stream);
+      exchange_kernel->launch({blocks, 1, 1}, a, stream);
       upproj({.row0 = rank * shard, .rows = shard, .shared_sum = shared ? static_cast<const float*>(shared_sum.ptr()) : nullptr,
               .pdl = true}, w.ptr, tokens, stream);
       TailGatherArgs gt{};
@@ -341,7 +340,7 @@ struct LatentMoE::Impl {
       gt.timeout_ns = a.timeout_ns;
       gt.rank = rank;
       const auto gblocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / 8, 256), 1, ctx.device().sm_count));
-      k[kGather]->launch({gblocks, 1, 1}, gt, stream, /*pdl=*/true);
+      gather_kernel->launch({gblocks, 1, 1}, gt, stream, /*pdl=*/true);
     } else {
       // Base path: all-gather the partials (the shared ones overlapped on a second stream with
       // their own communicator), sum them in rank order in the norm and the GEMM epilogue.
@@ -372,7 +371,7 @@ struct LatentMoE::Impl {
         allgather(slice_out.ptr(), ag_out.ptr(), tokens * shard, *comm, stream);
         TailPermuteArgs p{ag_out.ptr(), out.ptr, tokens};
         const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / 8, 256), 1, 4 * ctx.device().sm_count));
-        k[kPermute]->launch({blocks, 1, 1}, p, stream);
+        permute_kernel->launch({blocks, 1, 1}, p, stream);
       }
     }
     copy_out(sum_out, latent_sum, tokens, stream);
@@ -388,13 +387,19 @@ LatentMoE::LatentMoE(Context& context, std::shared_ptr<const OpSpec> op, Communi
   m.validate_comm();
   m.max_tokens = spec->max_tokens();
   m.shard = spec->hidden / spec->tp_size;
-  const auto contract = spec->contracts(context.device().arch).front();
-  const std::size_t kernels = spec->tp_size > 1 ? 5 : 2;
+  const auto contract = contracts(*spec, context.device().arch).front();
+  auto load = [&](std::string_view role, unsigned threads, unsigned shared) {
+    auto kernel = context.kernel(contract, role);
+    kernel->set_block({threads, 1, 1}, shared);
+    return kernel;
+  };
   const unsigned gemm_shared = static_cast<unsigned>(128 * spec->k_block() * 2);  // 64 W rows + 64 tokens
-  for (std::size_t i = 0; i < kernels; ++i) {
-    auto kernel = context.kernel(contract, i);
-    kernel->set_block({i == kUpProj ? 128u : 256u, 1, 1}, i == kUpProj ? gemm_shared : 0);
-    m.k[i] = std::move(kernel);
+  m.norm_kernel = load(detail::kTailNorm, 256, 0);
+  m.upproj_kernel = load(detail::kTailUpProj, 128, gemm_shared);
+  if (spec->tp_size > 1) {
+    m.exchange_kernel = load(detail::kTailExchange, 256, 0);
+    m.gather_kernel = load(detail::kTailGather, 256, 0);
+    m.permute_kernel = load(detail::kTailPermute, 256, 0);
   }
   m.allocate();
   if (spec->fused_possible()) m.setup_peers();

@@ -1,13 +1,18 @@
 #pragma once
-// The runtime side of each op family. Adding an op adds one line to op_loader.cpp.
+// The runtime's table of op families (spec/ops/registry.hpp says the shape): each family's loader.
 
 #include <moejit/context.hpp>
 #include <moejit/op.hpp>
+
+#include "spec/ops/registry.hpp"
 
 #include <memory>
 
 namespace moejit::detail {
 
+using LoadOp = std::unique_ptr<Op> (*)(Context& context, std::shared_ptr<const OpSpec> spec);
+std::span<const Family<LoadOp>> runtime_families() noexcept;
+/// Loads `spec` through its family's loader.
 std::unique_ptr<Op> load_op(Context& context, std::shared_ptr<const OpSpec> spec);
 
 std::unique_ptr<Op> load_activation(Context& context, std::shared_ptr<const OpSpec> spec);

@@ -53,33 +53,25 @@ class RoutingOp final : public Op {
  public:
   RoutingOp(Context& context, std::shared_ptr<const RoutingSpec> spec)
       : Op(spec), spec_(*spec), pdl_(context.options().programmatic_launch) {
-    const auto contract = spec->contracts(context.device().arch).front();
-    const auto t = spec->tiling();
-    std::size_t index = 0;
-    if (t.warp_slots > 0) {
-      // With vector loads: the kernel for aligned pointers, then the element-by-element one.
-      const int copies = t.warp_vec > 1 ? 2 : 1;
-      for (int i = 0; i < copies; ++i) {
-        auto warp = context.kernel(contract, index++);
-        warp->set_block({static_cast<unsigned>(32 * t.warps_per_block), 1, 1}, 0);
-        (i + 1 < copies ? warp_vectors_ : warp_) = std::move(warp);
-      }
+    const auto contract = contracts(*spec, context.device().arch).front();
+    const auto t = routing_tiling(*spec);
+    auto load = [&](std::string_view role, int warps) -> std::shared_ptr<const Kernel> {
+      if (!contract.has_kernel(role)) return nullptr;
+      auto kernel = context.kernel(contract, role);
+      kernel->set_block({static_cast<unsigned>(32 * warps), 1, 1}, 0);
+      return kernel;
+    };
+    warp_vectors_ = load(kRoutingWarpVectors, t.warps_per_block);
+    warp_ = load(kRoutingWarpElements, t.warps_per_block);
+    block_ = load(kRoutingBlock, t.block_warps);
+    warp_lazy_ = load(kRoutingWarpLazy, t.warps_per_block);
+    if (warp_) {
       tokens_per_block_ = t.warps_per_block * (32 / t.lanes);
       const auto vec = static_cast<std::size_t>(t.warp_vec);
       logits_vector_bytes_ = vec * size_of(spec->logits_dtype);
       bias_vector_bytes_ = spec->bias ? vec * size_of(*spec->bias) : 1;
     }
-    if (t.block_warps > 0) {
-      auto block = context.kernel(contract, index++);
-      block->set_block({static_cast<unsigned>(32 * t.block_warps), 1, 1}, 0);
-      block_ = std::move(block);
-    }
-    if (t.warp_lazy) {
-      auto lazy = context.kernel(contract, index++);
-      lazy->set_block({static_cast<unsigned>(32 * t.warps_per_block), 1, 1}, 0);
-      warp_lazy_ = std::move(lazy);
-      lazy_max_tokens_ = lazy_keys_max_tokens();
-    }
+    if (warp_lazy_) lazy_max_tokens_ = lazy_keys_max_tokens();
     switch (spec->single_group_kernel) {
       case SingleGroupKernel::block: crossover_ = std::numeric_limits<std::int64_t>::max(); break;
       case SingleGroupKernel::warp: crossover_ = 0; break;
@@ -105,7 +97,7 @@ class RoutingOp final : public Op {
   const RoutingSpec& spec_;
   bool pdl_;  ///< programmatic dependent launch (Options::programmatic_launch)
   std::shared_ptr<const Kernel> warp_vectors_, warp_, block_;  ///< warp_: element-by-element loads
-  std::shared_ptr<const Kernel> warp_lazy_;  ///< vector loads, lazy keys (RoutingSpec::Tiling::warp_lazy)
+  std::shared_ptr<const Kernel> warp_lazy_;  ///< vector loads, lazy keys (RoutingTiling::warp_lazy)
   std::int64_t lazy_max_tokens_ = 0;
   std::int64_t tokens_per_block_ = 1;
   std::size_t logits_vector_bytes_ = 1, bias_vector_bytes_ = 1;  ///< alignment warp_vectors_ needs

@@ -81,7 +81,7 @@ int explain(Env& env, const Opts& o) {
   const auto entries = env.cache.list();
   for (const auto& op : select_ops(spec, o.op)) {
     for (const auto& arch : o.arch.empty() ? spec.archs : std::vector<std::string>{o.arch}) {
-      for (const auto& c : op->contracts(arch)) {
+      for (const auto& c : contracts(*op, arch)) {
         const auto want = env.cache.inputs_of(c);
         const auto key = detail::make_key(want);
         if (std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.key_hex == key.hex(); })) {

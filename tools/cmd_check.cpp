@@ -51,7 +51,7 @@ Action add_check(CLI::App& app) {
           if (r.passed()) continue;
           ++failed;
           for (const auto& f : r.failures) fmt::print("  {}\n", f);
-          fmt::print("  contract:\n{}", op_spec->contracts(context.device().arch).front().text());
+          fmt::print("  contract:\n{}", contracts(*op_spec, context.device().arch).front().text());
         }
       }
     }

@@ -66,7 +66,7 @@ Action add_compile(CLI::App& app) {
     std::vector<Item> items;
     for (const auto& op : select_ops(spec, o->op)) {
       for (const auto& arch : archs) {
-        for (auto& c : op->contracts(arch)) items.push_back({op->name, std::move(c)});
+        for (auto& c : contracts(*op, arch)) items.push_back({op->name, std::move(c)});
       }
     }
     const auto options = Options::from_environment();

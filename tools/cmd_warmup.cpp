@@ -26,7 +26,7 @@ std::vector<detail::WarmupJob> jobs_of(const Spec& spec, const std::vector<std::
   std::vector<detail::WarmupJob> jobs;
   for (const auto& op : spec.ops) {
     for (const auto& arch : archs.empty() ? spec.archs : archs) {
-      for (auto& c : op->contracts(arch)) jobs.push_back({fmt::format("{} {}", spec.file, op->name), std::move(c)});
+      for (auto& c : contracts(*op, arch)) jobs.push_back({fmt::format("{} {}", spec.file, op->name), std::move(c)});
     }
   }
   return jobs;

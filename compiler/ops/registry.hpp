@@ -1,23 +1,17 @@
 #pragma once
-// The op families the spec parser knows. Adding an op adds one line to registry.cpp.
+// The compiler's table of op families (spec/ops/registry.hpp says the shape).
 
-#include <moejit/spec.hpp>
+#include <moejit/contract.hpp>
 
-#include <memory>
-#include <span>
+#include "spec/ops/registry.hpp"
+
 #include <string_view>
+#include <vector>
 
 namespace moejit::detail {
 
-class SpecReader;
+using ContractsOf = std::vector<Contract> (*)(const OpSpec& op, std::string_view arch);
 
-using ParseOp = std::shared_ptr<OpSpec> (*)(SpecReader& reader);
-
-struct OpFamily {
-  std::string_view name;
-  ParseOp parse;
-};
-
-std::span<const OpFamily> op_families() noexcept;
+std::span<const Family<ContractsOf>> compiler_families() noexcept;
 
 }  // namespace moejit::detail

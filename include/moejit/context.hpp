@@ -2,6 +2,7 @@
 /// A Context owns everything moejit keeps for one GPU: the options, the device's properties,
 /// the compiler and the cache, and the modules loaded from it. No moejit state is global.
 
+#include <moejit/contract.hpp>
 #include <moejit/options.hpp>
 #include <moejit/spec.hpp>
 
@@ -44,8 +45,9 @@ class Context {
 
   /// Gets the op's kernels (memory, disk cache or NVRTC) and loads them on this device.
   std::unique_ptr<Op> load(std::shared_ptr<const OpSpec> op);
-  /// The kernel `name_expression` of a contract, loaded on this device (shared per contract).
-  std::shared_ptr<detail::Kernel> kernel(const Contract& contract, std::size_t index = 0);
+  /// The kernel of a contract with this role (Contract::Kernel), loaded on this device (the
+  /// module is shared per contract).
+  std::shared_ptr<detail::Kernel> kernel(const Contract& contract, std::string_view role);
 
   /// Makes this device's primary context current on the calling thread (allocations and
   /// other context-bound driver calls of the thread then go to this device).

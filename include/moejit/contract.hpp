@@ -2,6 +2,7 @@
 /// A contract: every input that can change the generated code of one compiled module, and
 /// nothing else. Its canonical text is what the cache key hashes.
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,10 +34,22 @@ class Contract {
   /// line per field. Equal contracts have equal texts and only they do.
   std::string text() const;
 
-  /// The generated source (a stub of named constants and one explicit instantiation) and the
-  /// NVRTC name expressions of its kernels. Derived from the fields; not part of the text.
+  /// One kernel of the module: the role launchers ask for it by ("warp_vectors", "block",
+  /// "fused", ...) and its NVRTC name expression.
+  struct Kernel {
+    std::string role;
+    std::string expression;
+    bool operator==(const Kernel&) const = default;
+  };
+
+  /// The generated source (a stub of named constants and one explicit instantiation) and its
+  /// kernels. Derived from the fields; not part of the text.
   std::string source;
-  std::vector<std::string> kernels;
+  std::vector<Kernel> kernels;
+  /// The index of the kernel with this role in `kernels`; throws moejit::Error (internal) when
+  /// the contract has none.
+  std::size_t kernel_index(std::string_view role) const;
+  bool has_kernel(std::string_view role) const noexcept;
 
   bool operator==(const Contract& o) const { return text() == o.text(); }
 
@@ -46,6 +59,11 @@ class Contract {
   std::string template_name_;
   std::vector<Field> fields_;
 };
+
+class OpSpec;
+
+/// The contracts (one per compiled module) an op of a spec needs on `arch` (compiler/ops/).
+std::vector<Contract> contracts(const OpSpec& op, std::string_view arch);
 
 /// Parses a canonical text back into its family, arch and fields (for `cache explain`).
 Contract parse_contract_text(std::string_view text);

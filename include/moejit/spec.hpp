@@ -2,8 +2,9 @@
 /// Spec files: a model's MoE layer (several ops) or a single op, parsed and validated into typed
 /// op specs with defaults filled in.
 
-#include <moejit/contract.hpp>
 #include <moejit/tensor.hpp>
+
+#include <cstdint>
 
 #include <filesystem>
 #include <memory>
@@ -14,7 +15,8 @@
 
 namespace moejit {
 
-/// One validated op of a spec. Each op family derives its own (compiler/ops/<op>.hpp).
+/// One validated op of a spec. Each op family derives its own (spec/ops/<op>.hpp); what it
+/// compiles to is the compiler's business (moejit::contracts, contract.hpp).
 class OpSpec {
  public:
   virtual ~OpSpec() = default;
@@ -22,12 +24,10 @@ class OpSpec {
   /// The op's name within its spec (`"name"`, or `<family>` / `<family>_<index>`).
   std::string name;
 
-  /// "activation", "routing", "latent_tail".
+  /// The op family: "activation", "routing", "latent_tail", ...
   virtual std::string_view family() const noexcept = 0;
   /// The op in canonical JSON: every default filled in, keys sorted, no name.
   virtual std::string canonical_json() const = 0;
-  /// The contracts (one per compiled module) this op needs on `arch`.
-  virtual std::vector<Contract> contracts(std::string_view arch) const = 0;
   /// The tensors the op reads and writes, in launch order.
   virtual std::vector<TensorDecl> tensors() const = 0;
   /// The largest token count the op accepts at run time (0: no limit beyond the buffers).

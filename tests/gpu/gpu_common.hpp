@@ -32,7 +32,7 @@ inline std::vector<std::shared_ptr<const OpSpec>> warm(const std::vector<std::st
   std::vector<detail::WarmupJob> jobs;
   for (const auto& json : op_jsons) {
     ops.push_back(parse_spec(json, "gpu-test.json").ops[0]);
-    for (auto& c : ops.back()->contracts(ctx.device().arch)) jobs.push_back({json, std::move(c)});
+    for (auto& c : contracts(*ops.back(), ctx.device().arch)) jobs.push_back({json, std::move(c)});
   }
   for (const auto& o : detail::warmup(ctx.cache(), jobs, std::max(2u, std::thread::hardware_concurrency()))) {
     INFO(o.error);
@@ -48,7 +48,7 @@ inline void check(const Op& op, tools::CheckCase c) {
   std::string text;
   for (const auto& f : r.failures) text += "  " + f + "\n";
   FAIL_CHECK("op " << op.spec().canonical_json() << "\nvariant " << c.variant << " T=" << c.tokens << " seed " << c.seed
-             << "\n" << text << "contract:\n" << op.spec().contracts(gpu_context().device().arch).front().text());
+             << "\n" << text << "contract:\n" << contracts(op.spec(), gpu_context().device().arch).front().text());
 }
 
 }  // namespace moejit::test

@@ -81,12 +81,12 @@ TEST_CASE("dense SituGLU and erf gelu stride past their grid of 32 blocks an SM"
       R"({"op": "activation", "kind": "situ", "beta": 4.0, "linear_beta": 25.0, "d": 3072})",
       R"({"op": "activation", "kind": "gelu", "d": 1000, "dtype": "fp16", "out_dtype": "fp32"})",
   });
-  const std::int64_t threads = 32 * std::int64_t{gpu_context().device().sm_count} * ActivationSpec::kThreads;
+  const std::int64_t threads = 32 * std::int64_t{gpu_context().device().sm_count} * detail::kActivationThreads;
   std::uint64_t seed = 200;
   for (const auto& spec : ops) {
     const auto op = gpu_context().load(spec);
     const auto& a = dynamic_cast<const ActivationSpec&>(*spec);
-    const std::int64_t tokens = (threads * 23 / 10) / (a.d / a.vec()) | 1;
+    const std::int64_t tokens = (threads * 23 / 10) / (a.d / detail::activation_vec(a)) | 1;
     for (int variant = 0; variant < reference::harness_for("activation").variants(); ++variant) {
       test::check(*op, {variant, tokens, seed++});
     }

@@ -8,7 +8,7 @@
 #include <moejit/error.hpp>
 #include <moejit/latent_moe.hpp>
 
-#include "compiler/ops/latent_tail.hpp"
+#include "spec/ops/latent_tail.hpp"
 #include "gpu_common.hpp"
 #include "reference/latent_tail.hpp"
 #include "reference/numeric.hpp"

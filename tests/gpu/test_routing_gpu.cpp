@@ -4,7 +4,7 @@
 // same inputs, must agree bit for bit.
 #include <moejit/error.hpp>
 
-#include "compiler/ops/routing.hpp"
+#include "spec/ops/routing.hpp"
 #include "gpu_common.hpp"
 
 #include <fmt/format.h>

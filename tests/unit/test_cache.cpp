@@ -52,8 +52,8 @@ Options options_at(const fs::path& dir) {
 }
 
 Contract small_contract(int d = 8, const char* kind = "silu") {
-  return parse_spec(fmt::format(R"({{"op": "activation", "kind": "{}", "d": {}}})", kind, d), "t.json")
-      .ops[0]->contracts("sm_90a").front();
+  return contracts(*parse_spec(fmt::format(R"({{"op": "activation", "kind": "{}", "d": {}}})", kind, d), "t.json").ops[0],
+                   "sm_90a").front();
 }
 
 fs::path entry_dir(const Cache& cache, const Key& key) {
@@ -149,7 +149,7 @@ TEST_CASE("a failed compile leaves nothing in the cache", "[cache]") {
   Cache cache(options, compiler);
   Contract bad("activation", "sm_90a", "activation.cuh");
   bad.source = "#include \"activation.cuh\"\nstatic_assert(false, \"nope\");\n";
-  bad.kernels = {"moejit::activation_kernel<int>"};
+  bad.kernels = {{"narrow", "moejit::activation_kernel<int>"}};
   CHECK_THROWS_AS(cache.get(bad), Error);
   CHECK(cache.list().empty());
   CHECK(count_in(cache.root() / "tmp") == 0);

@@ -1,16 +1,19 @@
 // Contracts, generated stubs and cache keys: canonical, complete, and free of paths,
 // timestamps and environment.
 #include <moejit/contract.hpp>
+#include <moejit/error.hpp>
 #include <moejit/spec.hpp>
 
 #include "compiler/codegen.hpp"
 #include "compiler/embedded_templates.hpp"
 #include "compiler/key.hpp"
 #include "compiler/nvrtc.hpp"
+#include "compiler/ops/routing.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -21,7 +24,7 @@ using namespace moejit::detail;
 namespace {
 
 Contract contract_of(const std::string& op_json, const std::string& arch = "sm_90a") {
-  return parse_spec(op_json, "t.json").ops[0]->contracts(arch).front();
+  return contracts(*parse_spec(op_json, "t.json").ops[0], arch).front();
 }
 
 const std::string kSitu = R"({"op": "activation", "kind": "situ", "beta": 4.0, "linear_beta": 25.0, "d": 3072})";
@@ -73,34 +76,37 @@ TEST_CASE("the generated stub is named constants plus one instantiation per kern
   }
   CHECK(instantiations == 2);
   REQUIRE(c.kernels.size() == 2);
-  CHECK(c.kernels[0] == "moejit::activation_kernel<moejit_generated::Config>");
-  CHECK(c.kernels[1] == "moejit::activation_wide_kernel<moejit_generated::Config>");
+  CHECK(c.kernels[0] == Contract::Kernel{"narrow", "moejit::activation_kernel<moejit_generated::Config>"});
+  CHECK(c.kernels[1] == Contract::Kernel{"wide", "moejit::activation_wide_kernel<moejit_generated::Config>"});
 }
 
 TEST_CASE("a routing contract with vector loads instantiates the warp kernel for aligned and unaligned inputs", "[contract][routing]") {
   const auto spec = parse_spec(R"({"op": "routing", "num_experts": 256, "topk": 8, "scoring": "sigmoid", "bias": "fp32"})", "t.json");
-  const auto c = spec.ops[0]->contracts("sm_90a").front();
+  const auto c = contracts(*spec.ops[0], "sm_90a").front();
   REQUIRE(c.kernels.size() == 3);
-  CHECK(c.kernels[0] == "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::vectors>");
-  CHECK(c.kernels[1] == "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::elements>");
-  CHECK(c.kernels[2] == "moejit::routing_block_kernel<moejit_generated::Config>");
+  CHECK(c.kernels[0] == Contract::Kernel{"warp_vectors", "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::vectors>"});
+  CHECK(c.kernels[1] == Contract::Kernel{"warp_elements", "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::elements>"});
+  CHECK(c.kernels[2] == Contract::Kernel{"block", "moejit::routing_block_kernel<moejit_generated::Config>"});
   for (const auto& k : c.kernels) {
-    CHECK(c.source.find(fmt::format("template __global__ void {}(moejit::RoutingArgs);", k)) != std::string::npos);
+    CHECK(c.source.find(fmt::format("template __global__ void {}(moejit::RoutingArgs);", k.expression)) != std::string::npos);
   }
   // 16 or more experts a lane, top-k <= 16, vector loads: the lazy-keys warp kernel last.
   const auto k3 = parse_spec(R"({"op": "routing", "num_experts": 896, "topk": 16, "scoring": "sigmoid", "bias": "fp32"})", "t.json");
-  const auto c3 = k3.ops[0]->contracts("sm_90a").front();
+  const auto c3 = contracts(*k3.ops[0], "sm_90a").front();
   REQUIRE(c3.kernels.size() == 4);
-  CHECK(c3.kernels[0] == "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::vectors>");
-  CHECK(c3.kernels[3] == "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::vectors, moejit::Refill::lazy>");
+  CHECK(c3.kernels[0].role == "warp_vectors");
+  CHECK(c3.kernels[3] == Contract::Kernel{"warp_lazy", "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::vectors, moejit::Refill::lazy>"});
+  CHECK(c3.kernel_index("warp_lazy") == 3);
+  CHECK_THROWS_AS(c3.kernel_index("fused"), Error);
   CHECK(c3.get("warp_lazy") == "true");
   const auto k3_top32 = parse_spec(R"({"op": "routing", "num_experts": 896, "topk": 32, "scoring": "sigmoid"})", "t.json");
-  CHECK(k3_top32.ops[0]->contracts("sm_90a").front().kernels.size() == 3);  // more than 16 rounds: no fast rounds
+  CHECK(contracts(*k3_top32.ops[0], "sm_90a").front().kernels.size() == 3);  // more than 16 rounds: no fast rounds
   // No vectors (160 experts: 5 per lane): the element-by-element kernel alone.
   const auto odd = parse_spec(R"({"op": "routing", "num_experts": 160, "topk": 8, "scoring": "sigmoid"})", "t.json");
-  const auto c2 = odd.ops[0]->contracts("sm_90a").front();
+  const auto c2 = contracts(*odd.ops[0], "sm_90a").front();
   REQUIRE(c2.kernels.size() == 2);
-  CHECK(c2.kernels[0] == "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::elements>");
+  CHECK(c2.kernels[0] == Contract::Kernel{"warp_elements", "moejit::routing_warp_kernel<moejit_generated::Config, moejit::Loads::elements>"});
+  CHECK_FALSE(c2.has_kernel("warp_vectors"));
 }
 
 TEST_CASE("float spellings are exact", "[contract]") {
@@ -163,4 +169,77 @@ TEST_CASE("templates are embedded with closure hashes", "[contract]") {
   CHECK(act.closure_hash != common.closure_hash);
   CHECK(act.text.find("activation_kernel") != std::string_view::npos);
   for (const auto& t : embedded_templates()) CHECK_FALSE(t.text.empty());
+}
+
+TEST_CASE("routing tiling: exact sizes, at most a warp of idle threads", "[spec][routing]") {
+  for (int e : {1, 8, 16, 33, 64, 128, 160, 256, 288, 384, 512, 513, 896, 1024, 1025, 4096, 65535}) {
+    for (int k : {1, 8, 16, 64}) {
+      if (k > e) continue;
+      const auto spec = parse_spec(fmt::format(R"({{"op": "routing", "num_experts": {}, "topk": {}, "scoring": "sigmoid"}})", e, k), "t.json");
+      const auto& op = dynamic_cast<const RoutingSpec&>(*spec.ops[0]);
+      const auto t = detail::routing_tiling(op);
+      CHECK(op.has_warp_kernel() == (t.warp_slots > 0));
+      CHECK(op.has_block_kernel() == (t.block_warps > 0));
+      INFO("E=" << e << " K=" << k);
+      if (t.warp_slots > 0) {
+        CHECK(t.lanes * t.warp_slots >= e);
+        CHECK(t.lanes * (t.warp_slots - 1) < e);  // no slot row entirely idle
+      }
+      REQUIRE(t.block_warps > 0);
+      const int threads = 32 * t.block_warps;
+      CHECK(threads * t.block_slots * t.block_chunks >= e);
+      if (t.block_chunks == 1) CHECK(threads - 32 < e);  // at most one warp's worth of idle threads
+      // Up to 512 experts and top-32: the rank tree, one expert per thread.
+      if (e <= 512 && k <= 32) CHECK((t.block_slots == 1 && t.block_chunks == 1 && t.block_warps == (e + 31) / 32));
+    }
+  }
+}
+
+TEST_CASE("routing tiling: the warp kernel's vector width divides a lane's slots and the row", "[spec][routing]") {
+  auto tiling = [](int e, const char* dtype) {
+    const auto spec = parse_spec(
+        fmt::format(R"({{"op": "routing", "num_experts": {}, "topk": 1, "scoring": "sigmoid", "logits_dtype": "{}"}})", e, dtype), "t.json");
+    return detail::routing_tiling(dynamic_cast<const RoutingSpec&>(*spec.ops[0]));
+  };
+  CHECK(tiling(256, "fp32").warp_vec == 4);  // 8 slots: two 16-byte loads
+  CHECK(tiling(896, "fp32").warp_vec == 4);  // 28 slots
+  CHECK_FALSE(tiling(896, "fp32").warp_lazy);  // top-1: no cache runs out (test_contract: top-16 has it)
+  CHECK(tiling(896, "bf16").warp_vec == 4);  // 28 slots: 8-byte loads, not 16
+  CHECK(tiling(384, "bf16").warp_vec == 4);  // 12 slots
+  CHECK(tiling(256, "bf16").warp_vec == 8);
+  CHECK(tiling(160, "fp32").warp_vec == 1);  // 5 slots
+  CHECK(tiling(513, "fp32").warp_vec == 1);  // odd row
+  for (int e : {1, 8, 33, 64, 160, 288, 513, 1024}) {
+    for (const char* dtype : {"fp32", "bf16"}) {
+      const auto t = tiling(e, dtype);
+      INFO("E=" << e << " " << dtype);
+      if (t.warp_slots == 0) continue;
+      CHECK(t.warp_slots % t.warp_vec == 0);
+      CHECK(e % t.warp_vec == 0);
+    }
+  }
+}
+
+TEST_CASE("grouped routing tiling: a block kernel only where the rank tree serves it", "[spec][routing]") {
+  auto tiling = [](int e, int k, int g, int tg) {
+    const auto spec = parse_spec(fmt::format(R"({{"op": "routing", "num_experts": {}, "topk": {}, "n_group": {}, "topk_group": {}, "scoring": "sigmoid"}})",
+                                             e, k, g, tg),
+                                 "t.json");
+    return detail::routing_tiling(dynamic_cast<const RoutingSpec&>(*spec.ops[0]));
+  };
+  for (auto [e, k, g, tg] : {std::array{256, 8, 8, 4}, {160, 8, 8, 3}, {32, 4, 32, 8}, {512, 32, 32, 20}, {384, 6, 3, 1}}) {
+    const auto t = tiling(e, k, g, tg);
+    INFO("E=" << e << " K=" << k << " G=" << g);
+    CHECK(t.warp_slots > 0);
+    CHECK(t.block_warps == (e + 31) / 32);
+    CHECK((t.block_slots == 1 && t.block_chunks == 1));
+  }
+  for (auto [e, k, g, tg] : {std::array{1024, 8, 8, 4}, {512, 64, 32, 20}, {1024, 64, 64, 40}}) {
+    INFO("E=" << e << " K=" << k << " G=" << g);
+    CHECK(tiling(e, k, g, tg).block_warps == 0);
+    const auto spec = parse_spec(fmt::format(R"({{"op": "routing", "num_experts": {}, "topk": {}, "n_group": {}, "topk_group": {}, "scoring": "sigmoid"}})",
+                                             e, k, g, tg),
+                                 "t.json");
+    CHECK_FALSE(dynamic_cast<const RoutingSpec&>(*spec.ops[0]).has_block_kernel());
+  }
 }

@@ -5,7 +5,7 @@
 #include <moejit/spec.hpp>
 
 #include "cache/warmup.hpp"
-#include "compiler/ops/latent_tail.hpp"
+#include "spec/ops/latent_tail.hpp"
 #include "reference/latent_tail.hpp"
 #include "reference/numeric.hpp"
 
@@ -94,12 +94,12 @@ TEST_CASE("every tail kernel compiles for tp 1, 2, 4, 8 on sm_90a and sm_100a wi
   for (int tp : {1, 2, 4, 8}) {
     for (bool shared : {true, false}) {
       const auto s = tail(fmt::format(R"("tp_size": {}, "hidden": 7168, "latent": 3584, "shared_expert": {})", tp, shared));
-      for (const char* arch : {"sm_90a", "sm_100a"}) jobs.push_back({"tail", s->contracts(arch).front()});
+      for (const char* arch : {"sm_90a", "sm_100a"}) jobs.push_back({"tail", contracts(*s, arch).front()});
     }
   }
-  jobs.push_back({"small", tail(R"("tp_size": 4, "hidden": 1024, "latent": 640, "max_tokens": 8)")->contracts("sm_90a").front()});
+  jobs.push_back({"small", contracts(*tail(R"("tp_size": 4, "hidden": 1024, "latent": 640, "max_tokens": 8)"), "sm_90a").front()});
   // The widest latent the spec allows: the norm row fills the 48 KB of static shared memory.
-  jobs.push_back({"wide", tail(R"("tp_size": 2, "hidden": 128, "latent": 24448)")->contracts("sm_90a").front()});
+  jobs.push_back({"wide", contracts(*tail(R"("tp_size": 2, "hidden": 128, "latent": 24448)"), "sm_90a").front()});
   for (const auto& o : detail::warmup(cache, jobs, std::max(2u, std::thread::hardware_concurrency()))) {
     INFO(o.contract->text() << o.error);
     REQUIRE(o.error.empty());

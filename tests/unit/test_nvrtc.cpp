@@ -35,7 +35,7 @@ void compile_all(const std::vector<std::string>& op_jsons) {
   for (const auto& json : op_jsons) {
     const auto spec = parse_spec(json, "sweep.json");
     for (const char* arch : {"sm_90a", "sm_100a"}) {
-      for (auto& c : spec.ops[0]->contracts(arch)) jobs.push_back({json, std::move(c)});
+      for (auto& c : contracts(*spec.ops[0], arch)) jobs.push_back({json, std::move(c)});
     }
   }
   const auto outcomes = warmup(cache, jobs, std::max(2u, std::thread::hardware_concurrency()));
@@ -98,7 +98,7 @@ TEST_CASE("a compile error carries the log, the options and the generated source
   Compiler compiler(Options::from_environment().cuda_home);
   Contract c("activation", "sm_90a", "activation.cuh");
   c.source = "#include \"activation.cuh\"\nthis is not C++;\n";
-  c.kernels = {"moejit::activation_kernel<int>"};
+  c.kernels = {{"narrow", "moejit::activation_kernel<int>"}};
   try {
     compiler.compile(c);
     FAIL("no compile error");
@@ -115,7 +115,7 @@ TEST_CASE("a missing CUDA toolkit is a clear error at the first compile", "[nvrt
   Compiler compiler("/nonexistent/cuda");
   const auto spec = parse_spec(R"({"op": "activation", "kind": "silu", "d": 8})", "t.json");
   try {
-    compiler.compile(spec.ops[0]->contracts("sm_90a").front());
+    compiler.compile(contracts(*spec.ops[0], "sm_90a").front());
     FAIL("no error");
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("CUDA_HOME") != std::string::npos);
@@ -126,7 +126,7 @@ TEST_CASE("a missing CUDA toolkit is a clear error at the first compile", "[nvrt
 TEST_CASE("PTX is emitted for the virtual arch", "[nvrtc]") {
   Compiler compiler(Options::from_environment().cuda_home);
   const auto spec = parse_spec(R"({"op": "activation", "kind": "silu", "d": 8})", "t.json");
-  const auto out = compiler.compile(spec.ops[0]->contracts("sm_90a").front(), Emit::ptx);
+  const auto out = compiler.compile(contracts(*spec.ops[0], "sm_90a").front(), Emit::ptx);
   CHECK(out.binary.find(".target sm_90a") != std::string::npos);
   CHECK(out.binary.find(".entry") != std::string::npos);
 }
@@ -174,7 +174,7 @@ TEST_CASE("a contract compiles to the same cubin bytes every time, in one proces
   const auto spec = load_spec(MOEJIT_SOURCE_DIR "/specs/kimi-k3.json");
   for (const auto& op : spec.ops) {
     for (const char* arch : {"sm_90a", "sm_100a"}) {
-      for (const auto& c : op->contracts(arch)) {
+      for (const auto& c : contracts(*op, arch)) {
         INFO("op " << op->name << " " << arch);
         const auto a = compiler.compile(c);
         const auto b = compiler.compile(c);

@@ -3,8 +3,8 @@
 #include <moejit/error.hpp>
 #include <moejit/spec.hpp>
 
-#include "compiler/ops/activation.hpp"
-#include "compiler/ops/routing.hpp"
+#include "spec/ops/activation.hpp"
+#include "spec/ops/routing.hpp"
 
 #include <fmt/format.h>
 
@@ -241,69 +241,3 @@ TEST_CASE("routing specs: defaults, grouping and every bad input", "[spec][routi
                "at most 1024 experts");
 }
 
-TEST_CASE("routing tiling: exact sizes, at most a warp of idle threads", "[spec][routing]") {
-  for (int e : {1, 8, 16, 33, 64, 128, 160, 256, 288, 384, 512, 513, 896, 1024, 1025, 4096, 65535}) {
-    for (int k : {1, 8, 16, 64}) {
-      if (k > e) continue;
-      const auto spec = parse_spec(fmt::format(R"({{"op": "routing", "num_experts": {}, "topk": {}, "scoring": "sigmoid"}})", e, k), "t.json");
-      const auto& op = dynamic_cast<const RoutingSpec&>(*spec.ops[0]);
-      const auto t = op.tiling();
-      INFO("E=" << e << " K=" << k);
-      if (t.warp_slots > 0) {
-        CHECK(t.lanes * t.warp_slots >= e);
-        CHECK(t.lanes * (t.warp_slots - 1) < e);  // no slot row entirely idle
-      }
-      REQUIRE(t.block_warps > 0);
-      const int threads = 32 * t.block_warps;
-      CHECK(threads * t.block_slots * t.block_chunks >= e);
-      if (t.block_chunks == 1) CHECK(threads - 32 < e);  // at most one warp's worth of idle threads
-      // Up to 512 experts and top-32: the rank tree, one expert per thread.
-      if (e <= 512 && k <= 32) CHECK((t.block_slots == 1 && t.block_chunks == 1 && t.block_warps == (e + 31) / 32));
-    }
-  }
-}
-
-TEST_CASE("routing tiling: the warp kernel's vector width divides a lane's slots and the row", "[spec][routing]") {
-  auto tiling = [](int e, const char* dtype) {
-    const auto spec = parse_spec(
-        fmt::format(R"({{"op": "routing", "num_experts": {}, "topk": 1, "scoring": "sigmoid", "logits_dtype": "{}"}})", e, dtype), "t.json");
-    return dynamic_cast<const RoutingSpec&>(*spec.ops[0]).tiling();
-  };
-  CHECK(tiling(256, "fp32").warp_vec == 4);  // 8 slots: two 16-byte loads
-  CHECK(tiling(896, "fp32").warp_vec == 4);  // 28 slots
-  CHECK_FALSE(tiling(896, "fp32").warp_lazy);  // top-1: no cache runs out (test_contract: top-16 has it)
-  CHECK(tiling(896, "bf16").warp_vec == 4);  // 28 slots: 8-byte loads, not 16
-  CHECK(tiling(384, "bf16").warp_vec == 4);  // 12 slots
-  CHECK(tiling(256, "bf16").warp_vec == 8);
-  CHECK(tiling(160, "fp32").warp_vec == 1);  // 5 slots
-  CHECK(tiling(513, "fp32").warp_vec == 1);  // odd row
-  for (int e : {1, 8, 33, 64, 160, 288, 513, 1024}) {
-    for (const char* dtype : {"fp32", "bf16"}) {
-      const auto t = tiling(e, dtype);
-      INFO("E=" << e << " " << dtype);
-      if (t.warp_slots == 0) continue;
-      CHECK(t.warp_slots % t.warp_vec == 0);
-      CHECK(e % t.warp_vec == 0);
-    }
-  }
-}
-
-TEST_CASE("grouped routing tiling: a block kernel only where the rank tree serves it", "[spec][routing]") {
-  auto tiling = [](int e, int k, int g, int tg) {
-    const auto spec = parse_spec(fmt::format(R"({{"op": "routing", "num_experts": {}, "topk": {}, "n_group": {}, "topk_group": {}, "scoring": "sigmoid"}})",
-                                             e, k, g, tg),
-                                 "t.json");
-    return dynamic_cast<const RoutingSpec&>(*spec.ops[0]).tiling();
-  };
-  for (auto [e, k, g, tg] : {std::array{256, 8, 8, 4}, {160, 8, 8, 3}, {32, 4, 32, 8}, {512, 32, 32, 20}, {384, 6, 3, 1}}) {
-    const auto t = tiling(e, k, g, tg);
-    INFO("E=" << e << " K=" << k << " G=" << g);
-    CHECK(t.warp_slots > 0);
-    CHECK(t.block_warps == (e + 31) / 32);
-    CHECK((t.block_slots == 1 && t.block_chunks == 1));
-  }
-  for (auto [e, k, g, tg] : {std::array{1024, 8, 8, 4}, {512, 64, 32, 20}, {1024, 64, 64, 40}}) {
-    INFO("E=" << e << " K=" << k << " G=" << g);
-    CHECK(tiling(e, k, g, tg).block_warps == 0);
-  }
-}

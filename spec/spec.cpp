@@ -50,16 +50,11 @@ std::vector<std::string> read_archs(SpecReader& r) {
 
 std::shared_ptr<OpSpec> parse_op(SpecReader& r, std::size_t index, bool single) {
   std::vector<std::string_view> names;
-  for (const auto& f : detail::op_families()) names.push_back(f.name);
+  for (const auto& f : detail::spec_families()) names.push_back(f.name);
   r.allow("op");
   if (!r.has("op")) r.fail("op", "missing required field 'op'", fmt::format("one of {}", fmt::join(names, ", ")));
   const auto& op = r.value("op");
-  const auto* family = op.is_string() ? [&]() -> const detail::OpFamily* {
-    for (const auto& f : detail::op_families()) {
-      if (f.name == op.get<std::string>()) return &f;
-    }
-    return nullptr;
-  }() : nullptr;
+  const auto* family = op.is_string() ? detail::find_family(detail::spec_families(), op.get<std::string>()) : nullptr;
   if (!family) r.fail("op", "unknown op", fmt::format("one of {}", fmt::join(names, ", ")));
 
   const std::string fallback = single ? std::string(family->name)
@@ -69,7 +64,7 @@ std::shared_ptr<OpSpec> parse_op(SpecReader& r, std::size_t index, bool single) 
       std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     r.fail("name", "invalid op name", "a non-empty name without spaces, '/' or '=' that is not a number");
   }
-  auto spec = family->parse(r);
+  auto spec = family->entry(r);
   spec->name = std::move(name);
   return spec;
 }
