@@ -116,7 +116,7 @@ int main(int argc, char** argv) try {
   double copy = 0;
   {
     detail::Stream stream(ctx.driver());
-    copy = tools::measure_copy_bandwidth(ctx, stream);
+    copy = detail::measure_yardsticks(ctx, stream).copy_bytes_per_s;
   }
   const auto base = spec_of(shape);
   const double w_bytes = 2.0 * base->hidden * base->latent;

@@ -35,6 +35,8 @@ DeviceInfo query_device(const detail::Driver& d, CUdevice dev, int ordinal) {
   info.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   info.max_shared_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   info.l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  info.hbm_peak_bytes_per_s = 2.0 * 1e3 * attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE) *
+                              (attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH) / 8.0);
   // NOTE: the arch-specific target ("a") unlocks Hopper/Blackwell-only instructions; a cubin
   // built for sm_90a runs on compute capability 9.0 only, which is what this device is.
   const int cc = info.cc_major * 10 + info.cc_minor;

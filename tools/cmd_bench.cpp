@@ -1,7 +1,8 @@
 // moejit bench SPEC [--op NAME] [--tokens T,...] [--calls N] [--replays N] [--hot NAME,...] [--inputs NAME]
 //              [--json FILE] [--device N] [--pdl]
 // Per-call time of each op (performance.md's method: N calls per CUDA graph, median of replays,
-// inputs rotated past L2), against the device-to-device copy bandwidth measured in the same run.
+// inputs rotated past L2), against the SM copy bandwidth of moejit's own yardstick kernel and the
+// HBM peak, both of the same run and device.
 #include <moejit/context.hpp>
 #include <moejit/error.hpp>
 #include <moejit/op.hpp>
@@ -70,7 +71,7 @@ Action add_bench(CLI::App& app) {
     bool pdl = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* sub = app.add_subcommand("bench", "Time each op of a spec on the GPU against the measured copy bandwidth");
+  auto* sub = app.add_subcommand("bench", "Time each op of a spec on the GPU against the SM copy bandwidth measured in the same run");
   sub->add_option("spec", o->spec, "spec file")->required();
   sub->add_option("--op", o->op, "only these ops (names or indices, comma-separated)");
   sub->add_option("--tokens", o->tokens,
@@ -113,10 +114,11 @@ Action add_bench(CLI::App& app) {
     const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
     detail::Stream stream(context.driver());
-    const double copy = measure_copy_bandwidth(context, stream);
-    fmt::print("device: {} ({}, {} SMs); copy bandwidth {:.0f} GB/s (read + write); ops loaded in {:.1f} ms\n",
-               context.device().name, context.device().arch, context.device().sm_count, copy / 1e9, load_ms);
-    fmt::print("{:<24} {:>7} {:>10} {:>11} {:>9} {:>7}\n", "op", "T", "us/call", "bytes", "GB/s", "%copy");
+    const auto yard = detail::measure_yardsticks(context, stream);
+    fmt::print("device: {} ({}, {} SMs); copy (SM) {:.0f} GB/s, read {:.0f} GB/s, HBM peak {:.0f} GB/s; ops loaded in {:.1f} ms\n",
+               context.device().name, context.device().arch, context.device().sm_count, yard.copy_bytes_per_s / 1e9,
+               yard.read_bytes_per_s / 1e9, yard.hbm_peak_bytes_per_s / 1e9, load_ms);
+    fmt::print("{:<24} {:>7} {:>10} {:>11} {:>9} {:>7} {:>7}\n", "op", "T", "us/call", "bytes", "GB/s", "%copy", "%peak");
     nlohmann::json results = nlohmann::json::array();
     for (std::size_t i = 0; i < loaded.size(); ++i) {
       const auto& op = loaded[i];
@@ -129,18 +131,20 @@ Action add_bench(CLI::App& app) {
       }
       if (!hot.empty()) fmt::print("{}: {} kept in L2 (--hot)\n", op->spec().name, fmt::join(hot, ", "));
       for (auto t : tokens.empty() ? harness.bench_tokens(op->spec()) : tokens) {
-        const auto r = bench_case(context, *op, stream, t, copy, in.variant, o->calls, o->replays, hot);
-        fmt::print("{:<24} {:>7} {:>10.2f} {:>11} {:>9.0f} {:>6.1f}%\n", op->spec().name, t, r.us_per_call,
-                   human_bytes(r.bytes), r.gb_per_s, 100 * r.copy_fraction);
+        const auto r = bench_case(context, *op, stream, t, yard, in.variant, o->calls, o->replays, hot);
+        fmt::print("{:<24} {:>7} {:>10.2f} {:>11} {:>9.0f} {:>6.1f}% {:>6.1f}%\n", op->spec().name, t, r.us_per_call,
+                   human_bytes(r.bytes), r.gb_per_s, 100 * r.copy_fraction, 100 * r.peak_fraction);
         results.push_back({{"op", op->spec().name}, {"family", op->spec().family()},
                            {"op_spec", nlohmann::json::parse(op->spec().canonical_json())}, {"tokens", t},
                            {"us_per_call", r.us_per_call}, {"bytes", r.bytes}, {"GBps", r.gb_per_s},
-                           {"copy_fraction", r.copy_fraction}, {"hot", hot}, {"inputs", in.name}});
+                           {"copy_fraction", r.copy_fraction}, {"peak_fraction", r.peak_fraction}, {"hot", hot},
+                           {"inputs", in.name}});
       }
     }
     if (!o->json.empty()) {
       nlohmann::json j{{"spec", spec.file}, {"device", context.device().name}, {"arch", context.device().arch},
-                       {"copy_GBps", copy / 1e9}, {"load_ms", load_ms}, {"calls", o->calls}, {"replays", o->replays},
+                       {"copy_GBps", yard.copy_bytes_per_s / 1e9}, {"read_GBps", yard.read_bytes_per_s / 1e9},
+                       {"hbm_peak_GBps", yard.hbm_peak_bytes_per_s / 1e9}, {"load_ms", load_ms}, {"calls", o->calls}, {"replays", o->replays},
                        {"results", results}};
       detail::write_output_file(o->json, j.dump(2) + "\n", "--json");
     }

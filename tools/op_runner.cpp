@@ -44,18 +44,8 @@ CheckResult check_case(Context& context, const Op& op, CheckCase c) {
   return {harness.compare(op.spec(), want, got, c.tokens)};
 }
 
-double measure_copy_bandwidth(Context& context, const detail::Stream& stream) {
-  constexpr std::size_t kBytes = std::size_t{1} << 30;
-  detail::DeviceBuffer a(context.driver(), kBytes), b(context.driver(), kBytes);
-  MOEJIT_CU(context.driver(), cuMemsetD8Async(a.address(), 0x3C, kBytes, stream.get()));
-  const double us = detail::time_per_call_us(context.driver(), stream, 5, 7, [&](int) {
-    MOEJIT_CU(context.driver(), cuMemcpyDtoDAsync(b.address(), a.address(), kBytes, stream.get()));
-  });
-  return 2.0 * static_cast<double>(kBytes) / (us * 1e-6);
-}
-
 BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
-                       double copy_bandwidth, int variant, int calls, int replays,
+                       const detail::Yardsticks& yardsticks, int variant, int calls, int replays,
                        std::span<const std::string> hot) {
   const auto& harness = reference::harness_for(op.spec().family());
   reference::Rng rng(1234);
@@ -84,7 +74,8 @@ BenchResult bench_case(Context& context, const Op& op, const detail::Stream& str
   });
   r.bytes = harness.bytes_moved(op.spec(), host, tokens);
   r.gb_per_s = r.bytes / (r.us_per_call * 1e-6) / 1e9;
-  r.copy_fraction = r.bytes / (r.us_per_call * 1e-6) / copy_bandwidth;
+  r.copy_fraction = r.bytes / (r.us_per_call * 1e-6) / yardsticks.copy_bytes_per_s;
+  r.peak_fraction = r.bytes / (r.us_per_call * 1e-6) / yardsticks.hbm_peak_bytes_per_s;
   return r;
 }
 

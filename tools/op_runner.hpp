@@ -8,6 +8,7 @@
 
 #include "reference/harness.hpp"
 #include "runtime/device.hpp"
+#include "runtime/yardstick.hpp"
 
 #include <cstdint>
 #include <span>
@@ -49,18 +50,16 @@ struct BenchResult {
   double us_per_call = 0;
   double bytes = 0;     ///< the op's minimum bytes moved
   double gb_per_s = 0;
-  double copy_fraction = 0;  ///< achieved bandwidth over the measured copy bandwidth
+  double copy_fraction = 0;  ///< achieved bandwidth over the SM copy's (Yardsticks)
+  double peak_fraction = 0;  ///< achieved bandwidth over the HBM peak of the device attributes
 };
-
-/// Device-to-device copy bandwidth, bytes read + written per second, timed like the ops.
-double measure_copy_bandwidth(Context& context, const detail::Stream& stream);
 /// Times `calls` launches per graph replay (median of `replays`), rotating through enough copies
 /// of the tensors that successive calls are not served from L2 -- but for the tensors named in
 /// `hot`: one copy bound in every call, as data the kernel before the op has just written or read
 /// (a masked activation's expert_num_tokens, written by the dispatch and read by the grouped GEMM).
 /// The inputs are the harness's `variant` (one of its bench_inputs()).
 BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
-                       double copy_bandwidth, int variant, int calls = 20, int replays = 7,
+                       const detail::Yardsticks& yardsticks, int variant, int calls = 20, int replays = 7,
                        std::span<const std::string> hot = {});
 
 }  // namespace moejit::tools

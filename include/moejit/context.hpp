@@ -29,6 +29,9 @@ struct DeviceInfo {
   int sm_count = 0;
   int max_shared_per_block = 0;  ///< opt-in maximum, bytes
   int l2_bytes = 0;
+  /// DRAM bandwidth by the data sheet's arithmetic: memory clock x 2 (double data rate) x bus
+  /// width. The yardsticks measure what kernels actually reach.
+  double hbm_peak_bytes_per_s = 0;
 };
 
 class Context {

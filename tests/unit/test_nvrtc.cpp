@@ -6,6 +6,7 @@
 
 #include "cache/warmup.hpp"
 #include "compiler/nvrtc.hpp"
+#include "compiler/yardstick.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -27,11 +28,10 @@ Options memory_only() {
 
 // Compiles every contract of the ops (all archs) on a thread pool and checks each kernel's
 // resource report.
-void compile_all(const std::vector<std::string>& op_jsons) {
+void compile_all(const std::vector<std::string>& op_jsons, std::vector<WarmupJob> jobs = {}) {
   const auto options = memory_only();
   Compiler compiler(options.cuda_home);
   Cache cache(options, compiler);
-  std::vector<WarmupJob> jobs;
   for (const auto& json : op_jsons) {
     const auto spec = parse_spec(json, "sweep.json");
     for (const char* arch : {"sm_90a", "sm_100a"}) {
@@ -163,6 +163,10 @@ TEST_CASE("routing contracts compile for sm_90a and sm_100a without spills: both
     ops.push_back(fmt::format(R"({{"op": "routing", "scoring": "sigmoid", "renormalize": true, {}}})", g));
   }
   compile_all(ops);
+}
+
+TEST_CASE("the yardstick contract compiles for sm_90a and sm_100a without spills", "[nvrtc]") {
+  compile_all({}, {{"yardstick", yardstick_contract("sm_90a")}, {"yardstick", yardstick_contract("sm_100a")}});
 }
 
 TEST_CASE("a contract compiles to the same cubin bytes every time, in one process too", "[nvrtc]") {
