@@ -2,6 +2,7 @@
 #include <moejit/error.hpp>
 
 #include "compiler/ops/activation.hpp"
+#include "device.hpp"
 #include "kernel.hpp"
 #include "op_loader.hpp"
 #include "templates/activation_args.h"
@@ -19,6 +20,12 @@ namespace {
 // bench/README.md, 2026-11-29. Small vectors (2 or 4 elements a thread) and blocks of 64, 128,
 // 512 or 1024 threads instead were slower at T <= 16 (bench/results/2026-12-01).
 constexpr std::int64_t kScalarFill = 6;
+
+// SituGLU by tables from this many elements: below it, copying the 64 KB tables into every
+// block's shared memory costs more than the lookups save.
+constexpr std::int64_t kSituTableMinElements = std::int64_t{1} << 22;
+// Blocks an SM of the table kernel: its 64 KB of tables fit three times in 228 KB.
+constexpr int kSituTableBlocksPerSm = 3;
 
 // The dense layout's grid: one chunk a thread, except that the issue-bound kinds (SituGLU, erf
 // gelu) are held to 32 blocks an SM and stride over the rest -- likely because a block's fixed
@@ -47,8 +54,9 @@ class ActivationOp final : public Op {
       kernel->set_block({kActivationThreads, 1, 1}, 0);
       return kernel;
     };
-    narrow_ = load("narrow");
-    wide_ = load("wide");
+    narrow_ = load(kActivationNarrow);
+    wide_ = load(kActivationWide);
+    if (contract.has_kernel(kSituTable)) load_situ_tables(context, contract);
   }
 
  private:
@@ -74,6 +82,12 @@ class ActivationOp final : public Op {
     const bool narrow = rows * 2 * spec_.d < (std::int64_t{1} << 31);
     ActivationArgs args{in.ptr, out.ptr, masked ? static_cast<const int*>(buffers[1].ptr) : nullptr, tokens,
                         vectorized ? 1 : 0};
+    if (table_ && vectorized && narrow && rows * spec_.d >= kSituTableMinElements) {
+      args.table = tables_.ptr();
+      const std::int64_t blocks = std::min<std::int64_t>(single, std::int64_t{kSituTableBlocksPerSm} * sm_count_);
+      table_->launch({static_cast<unsigned>(blocks), 1, 1}, args, stream, pdl_);
+      return;
+    }
     Dim3 grid;
     if (masked) {
       // Grid-stride over each expert's rows, whatever the (device-side) counts turn out to be:
@@ -104,12 +118,30 @@ class ActivationOp final : public Op {
     (narrow ? narrow_ : wide_)->launch(grid, args, stream, pdl_);
   }
 
+  // Computes SituGLU's tables once, with the kernel's own code (the same bits as the kernel).
+  void load_situ_tables(Context& context, const Contract& contract) {
+    const auto& driver = context.driver();
+    auto init = context.kernel(contract, kSituTableInit);
+    init->set_block({256, 1, 1}, 0);
+    tables_ = DeviceBuffer(driver, kSituTableBytes);
+    ActivationArgs args{};
+    args.out = tables_.ptr();
+    Stream stream(driver);
+    init->launch({64, 1, 1}, args, stream.get());
+    stream.synchronize();
+    auto table = context.kernel(contract, kSituTable);
+    table->set_block({kActivationThreads, 1, 1}, kSituTableBytes);
+    table_ = std::move(table);
+  }
+
   const ActivationSpec& spec_;
   int sm_count_;
   int vec_;
   bool pdl_;  ///< programmatic dependent launch (Options::programmatic_launch)
   std::int64_t dense_cap_;  ///< the dense layout's most blocks (dense_blocks_cap)
   std::shared_ptr<const Kernel> narrow_, wide_;  ///< 32-bit element offsets, 64-bit ones
+  std::shared_ptr<const Kernel> table_;          ///< SituGLU by tables, where the contract has it
+  DeviceBuffer tables_;
 };
 
 }  // namespace

@@ -280,3 +280,5 @@ __global__ void __launch_bounds__(C::kThreads) activation_wide_kernel(Activation
 }
 
 }  // namespace moejit
+
+#include "activation_situ_table.cuh"

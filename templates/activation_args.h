@@ -10,6 +10,7 @@ struct ActivationArgs {
   const int* expert_num_tokens;  // masked: [E] rows to process per expert; dense: unused
   long long tokens;              // dense: T; masked: T_max (rows per expert)
   int vectorized;                // 1 when `in` and `out` are aligned for the vector path
+  const void* table;             // SituGLU by tables: the factors of every bf16 in the window
 };
 
 }  // namespace moejit

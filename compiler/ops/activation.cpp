@@ -15,6 +15,10 @@ int activation_vec(const ActivationSpec& s) noexcept {
   return v;
 }
 
+bool situ_by_tables(const ActivationSpec& s) noexcept {
+  return s.kind == ActivationKind::situ && s.dtype == DType::bf16 && s.layout == ActivationLayout::dense && !s.interleaved;
+}
+
 std::vector<Contract> activation_contracts(const OpSpec& op, std::string_view arch) {
   const auto& s = dynamic_cast<const ActivationSpec&>(op);
   Contract c("activation", std::string(arch), "activation.cuh");
@@ -55,8 +59,13 @@ std::vector<Contract> activation_contracts(const OpSpec& op, std::string_view ar
       .type("In", s.dtype)
       .type("Out", s.out_dtype);
   // 32-bit element offsets where a call's offsets fit (fewer registers), 64-bit beyond.
-  stub.emit(c, {{"narrow", "moejit::activation_kernel", "moejit::ActivationArgs"},
-                {"wide", "moejit::activation_wide_kernel", "moejit::ActivationArgs"}});
+  std::vector<StubBuilder::Kernel> kernels = {{std::string(kActivationNarrow), "moejit::activation_kernel", "moejit::ActivationArgs"},
+                                              {std::string(kActivationWide), "moejit::activation_wide_kernel", "moejit::ActivationArgs"}};
+  if (situ_by_tables(s)) {
+    kernels.push_back({std::string(kSituTableInit), "moejit::situ_table_init_kernel", "moejit::ActivationArgs"});
+    kernels.push_back({std::string(kSituTable), "moejit::situ_table_kernel", "moejit::ActivationArgs"});
+  }
+  stub.emit(c, kernels);
   return {c};
 }
 

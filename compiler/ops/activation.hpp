@@ -18,6 +18,17 @@ inline constexpr int kActivationUnroll = 1;
 /// in 16 bytes.
 int activation_vec(const ActivationSpec& s) noexcept;
 
+/// Kernel roles: 32-bit and 64-bit element offsets; SituGLU by tables (their fill, run at load,
+/// and the kernel) where situ_by_tables() holds (templates/activation_situ_table.cuh).
+inline constexpr std::string_view kActivationNarrow = "narrow";
+inline constexpr std::string_view kActivationWide = "wide";
+inline constexpr std::string_view kSituTableInit = "situ_table_init";
+inline constexpr std::string_view kSituTable = "situ_table";
+/// Dense SituGLU of bf16 input, gate and up halves: its two factors are tables of 16 bits.
+bool situ_by_tables(const ActivationSpec& s) noexcept;
+/// Bytes of the tables (templates/activation_situ_table.cuh, situ_table::kTableBytes).
+inline constexpr unsigned kSituTableBytes = 2 * 2 * 4096 * 4;
+
 std::vector<Contract> activation_contracts(const OpSpec& op, std::string_view arch);
 
 }  // namespace moejit::detail
