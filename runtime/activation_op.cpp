@@ -60,7 +60,7 @@ class ActivationOp final : public Op {
   }
 
  private:
-  void do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream) const override {
+  void do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream, const LaunchHints& hints) const override {
     if (tokens == 0) return;
     const bool masked = spec_.layout == ActivationLayout::masked;
     const Buffer& in = buffers[0];
@@ -110,7 +110,11 @@ class ActivationOp final : public Op {
       // against dense's 8.77; silu 2048 at 256 rows 3.50 -> 3.08).
       const std::int64_t target = std::max<std::int64_t>(1, (32 * sm_count_ + spec_.num_experts - 1) / spec_.num_experts);
       const std::int64_t half_full = (single + 1) / 2;
-      grid = {static_cast<unsigned>(std::min(half_full, target)), static_cast<unsigned>(spec_.num_experts), 1};
+      // With the caller's expected rows an expert: one pass a thread over an expert that holds them.
+      const std::int64_t expected = hints.expected_rows > 0 ? std::min(hints.expected_rows, tokens) : 0;
+      const std::int64_t blocks = expected > 0 ? (expected * (spec_.d / (vectorized ? vec_ : 1)) + threads - 1) / threads
+                                               : std::min(half_full, target);
+      grid = {static_cast<unsigned>(std::max<std::int64_t>(blocks, 1)), static_cast<unsigned>(spec_.num_experts), 1};
     } else {
       const std::int64_t blocks = std::max(unrolled, std::min(single, fill / threads));
       grid = {static_cast<unsigned>(std::min<std::int64_t>(blocks, dense_cap_)), 1, 1};

@@ -420,7 +420,7 @@ void LatentMoE::check() const {
   if (impl_->comm) impl_->comm->check();
 }
 
-void LatentMoE::do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream) const {
+void LatentMoE::do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream, const LaunchHints&) const {
   check();
   if (tokens == 0) return;
   impl_->run(buffers, tokens, stream);

@@ -7,7 +7,7 @@ namespace moejit {
 
 Op::Op(std::shared_ptr<const OpSpec> spec) : spec_(std::move(spec)), tensors_(spec_->tensors()) {}
 
-void Op::launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream) const {
+void Op::launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream, const LaunchHints& hints) const {
   // NOTE: the checks allocate only when they fail; the success path is allocation-free.
   if (buffers.size() != tensors_.size()) {
     throw Error({.kind = ErrorKind::usage, .message = fmt::format("op '{}' takes one buffer per tensor", spec_->name),
@@ -20,6 +20,10 @@ void Op::launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream s
     throw Error({.kind = ErrorKind::input, .message = fmt::format("op '{}': token count out of range", spec_->name),
                  .found = std::to_string(tokens),
                  .expected = max > 0 ? fmt::format("0 to {} (max_tokens)", max) : fmt::format("0 to {}", kLimit - 1)});
+  }
+  if (hints.expected_rows < 0) {
+    throw Error({.kind = ErrorKind::input, .message = fmt::format("op '{}': negative expected rows hint", spec_->name),
+                 .found = std::to_string(hints.expected_rows), .expected = "0 (unknown) or more"});
   }
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const auto& t = tensors_[i];
@@ -36,7 +40,7 @@ void Op::launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream s
                    .expected = fmt::format("at least {} bytes ({} {})", need, t.shape_text(), numpy_name(t.dtype))});
     }
   }
-  do_launch(buffers, tokens, stream);
+  do_launch(buffers, tokens, stream, hints);
 }
 
 }  // namespace moejit

@@ -80,7 +80,7 @@ class RoutingOp final : public Op {
   }
 
  private:
-  void do_launch(std::span<const Buffer> b, std::int64_t tokens, CUstream stream) const override {
+  void do_launch(std::span<const Buffer> b, std::int64_t tokens, CUstream stream, const LaunchHints&) const override {
     if (tokens == 0) return;
     const bool bias = spec_.bias.has_value();
     RoutingArgs args{b[0].ptr, bias ? b[1].ptr : nullptr, static_cast<float*>(b[bias ? 2 : 1].ptr), b[bias ? 3 : 2].ptr, tokens};

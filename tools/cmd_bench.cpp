@@ -69,6 +69,7 @@ Action add_bench(CLI::App& app) {
     std::vector<std::string> hot;
     int calls = 20, replays = 7, device = 0;
     bool pdl = false;
+    bool expected_rows = false;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("bench", "Time each op of a spec on the GPU against the SM copy bandwidth measured in the same run");
@@ -88,6 +89,9 @@ Action add_bench(CLI::App& app) {
                   "half-full, few (0-12 rows an expert), one-full (expert 0 full, the others empty) or full");
   sub->add_option("--json", o->json, "also write the results as JSON to this file");
   sub->add_option("--device", o->device, "GPU ordinal")->check(integer_in(0, std::numeric_limits<int>::max()));
+  sub->add_flag("--expected-rows", o->expected_rows,
+                "give each launch the mean rows an expert holds in the timed inputs (LaunchHints::expected_rows, "
+                "masked layouts): the hint a caller who knows its data passes; it only sizes the grid");
   sub->add_flag("--pdl", o->pdl, "launch with programmatic dependent launch (as MOEJIT_PDL=1): each call may start while the one before it finishes");
   return [o] {
     const Spec spec = load_spec(o->spec);
@@ -131,13 +135,13 @@ Action add_bench(CLI::App& app) {
       }
       if (!hot.empty()) fmt::print("{}: {} kept in L2 (--hot)\n", op->spec().name, fmt::join(hot, ", "));
       for (auto t : tokens.empty() ? harness.bench_tokens(op->spec()) : tokens) {
-        const auto r = bench_case(context, *op, stream, t, yard, in.variant, o->calls, o->replays, hot);
+        const auto r = bench_case(context, *op, stream, t, yard, in.variant, o->calls, o->replays, hot, o->expected_rows);
         fmt::print("{:<24} {:>7} {:>10.2f} {:>11} {:>9.0f} {:>6.1f}% {:>6.1f}%\n", op->spec().name, t, r.us_per_call,
                    human_bytes(r.bytes), r.gb_per_s, 100 * r.copy_fraction, 100 * r.peak_fraction);
         results.push_back({{"op", op->spec().name}, {"family", op->spec().family()},
                            {"op_spec", nlohmann::json::parse(op->spec().canonical_json())}, {"tokens", t},
                            {"us_per_call", r.us_per_call}, {"bytes", r.bytes}, {"GBps", r.gb_per_s},
-                           {"copy_fraction", r.copy_fraction}, {"peak_fraction", r.peak_fraction}, {"hot", hot},
+                           {"copy_fraction", r.copy_fraction}, {"peak_fraction", r.peak_fraction}, {"hot", hot}, {"expected_rows", o->expected_rows},
                            {"inputs", in.name}});
       }
     }

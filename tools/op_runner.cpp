@@ -36,7 +36,7 @@ CheckResult check_case(Context& context, const Op& op, CheckCase c) {
 
   detail::Stream stream(context.driver());
   auto device = upload(context.driver(), got);
-  op.launch(device.bindings, c.tokens, stream.get());
+  op.launch(device.bindings, c.tokens, stream.get(), c.hints);
   stream.synchronize();
   download_outputs(op, device, got);
 
@@ -44,9 +44,20 @@ CheckResult check_case(Context& context, const Op& op, CheckCase c) {
   return {harness.compare(op.spec(), want, got, c.tokens)};
 }
 
+std::int64_t mean_expert_rows(const Op& op, std::span<const reference::HostTensor> tensors, std::int64_t tokens) {
+  for (std::size_t i = 0; i < op.tensors().size(); ++i) {
+    if (op.tensors()[i].name != "expert_num_tokens") continue;
+    const auto& counts = tensors[i];
+    std::int64_t sum = 0;
+    for (std::size_t e = 0; e < counts.elements(); ++e) sum += std::clamp<std::int64_t>(counts.as<std::int32_t>()[e], 0, tokens);
+    return counts.elements() ? (sum + static_cast<std::int64_t>(counts.elements()) - 1) / static_cast<std::int64_t>(counts.elements()) : 0;
+  }
+  return 0;
+}
+
 BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
                        const detail::Yardsticks& yardsticks, int variant, int calls, int replays,
-                       std::span<const std::string> hot) {
+                       std::span<const std::string> hot, bool hint_rows) {
   const auto& harness = reference::harness_for(op.spec().family());
   reference::Rng rng(1234);
   auto host = reference::make_tensors(op.spec(), tokens);
@@ -69,8 +80,9 @@ BenchResult bench_case(Context& context, const Op& op, const detail::Stream& str
 
   BenchResult r;
   r.tokens = tokens;
+  const LaunchHints hints{.expected_rows = hint_rows ? mean_expert_rows(op, host, tokens) : 0};
   r.us_per_call = detail::time_per_call_us(context.driver(), stream, calls, replays, [&](int call) {
-    op.launch(device[static_cast<std::size_t>(call % sets)].bindings, tokens, stream.get());
+    op.launch(device[static_cast<std::size_t>(call % sets)].bindings, tokens, stream.get(), hints);
   });
   r.bytes = harness.bytes_moved(op.spec(), host, tokens);
   r.gb_per_s = r.bytes / (r.us_per_call * 1e-6) / 1e9;

@@ -35,6 +35,7 @@ struct CheckCase {
   int variant = 0;
   std::int64_t tokens = 0;
   std::uint64_t seed = 0;
+  LaunchHints hints = {};
 };
 
 struct CheckResult {
@@ -57,9 +58,13 @@ struct BenchResult {
 /// of the tensors that successive calls are not served from L2 -- but for the tensors named in
 /// `hot`: one copy bound in every call, as data the kernel before the op has just written or read
 /// (a masked activation's expert_num_tokens, written by the dispatch and read by the grouped GEMM).
-/// The inputs are the harness's `variant` (one of its bench_inputs()).
+/// The inputs are the harness's `variant` (one of its bench_inputs()). With `hint_rows`, every
+/// launch carries LaunchHints::expected_rows = mean_expert_rows of those inputs.
 BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
                        const detail::Yardsticks& yardsticks, int variant, int calls = 20, int replays = 7,
-                       std::span<const std::string> hot = {});
+                       std::span<const std::string> hot = {}, bool hint_rows = false);
+/// The mean rows an expert holds in `tensors` (its expert_num_tokens clamped to [0, tokens]), the
+/// launch hint a caller who knows its data would give; 0 when the op has no such input.
+std::int64_t mean_expert_rows(const Op& op, std::span<const reference::HostTensor> tensors, std::int64_t tokens);
 
 }  // namespace moejit::tools

@@ -34,7 +34,7 @@ class LatentMoE final : public Op {
   void check() const;
 
  private:
-  void do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream) const override;
+  void do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream, const LaunchHints& hints) const override;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -13,6 +13,13 @@
 
 namespace moejit {
 
+/// What a caller knows of a call's data that the op cannot see before the GPU reads it. A hint
+/// only chooses launch geometry: results are the same with or without it.
+struct LaunchHints {
+  /// Rows an expert typically holds in a masked layout (as DeepGEMM's expected_m); 0: unknown.
+  std::int64_t expected_rows = 0;
+};
+
 class Op {
  public:
   virtual ~Op() = default;
@@ -27,11 +34,12 @@ class Op {
   /// allocation-free. `buffers[i]` binds tensors()[i]; an optional tensor may be left empty.
   /// Throws moejit::Error (input) when a buffer is missing or holds fewer bytes than `tokens`
   /// needs, so a token count past the caller's buffers is an error, never a write past the end.
-  void launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream) const;
+  void launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream, const LaunchHints& hints = {}) const;
 
  protected:
   explicit Op(std::shared_ptr<const OpSpec> spec);
-  virtual void do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream) const = 0;
+  virtual void do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream,
+                         const LaunchHints& hints) const = 0;
 
  private:
   std::shared_ptr<const OpSpec> spec_;

@@ -69,7 +69,12 @@ TEST_CASE("masked layouts: grid-strided experts, and many experts", "[gpu][activ
     const auto& a = dynamic_cast<const ActivationSpec&>(*spec);
     const std::vector<std::int64_t> tokens = a.num_experts > 8 ? std::vector<std::int64_t>{1, 3, 40} : std::vector<std::int64_t>{2048};
     for (int variant = 0; variant < reference::harness_for("activation").variants(); ++variant) {
-      for (auto t : tokens) test::check(*op, {variant, t, seed++});
+      for (auto t : tokens) {
+        // The expected-rows hint only sizes the grid: none, too few, about half, all, past T.
+        for (std::int64_t hint : {std::int64_t{0}, std::int64_t{1}, t / 2, t, 4 * t}) {
+          test::check(*op, {variant, t, seed++, {.expected_rows = hint}});
+        }
+      }
     }
   }
 }

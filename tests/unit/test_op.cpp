@@ -21,7 +21,7 @@ class RecordingOp final : public Op {
   mutable std::int64_t last_tokens = -1;
 
  private:
-  void do_launch(std::span<const Buffer>, std::int64_t tokens, CUstream) const override {
+  void do_launch(std::span<const Buffer>, std::int64_t tokens, CUstream, const LaunchHints&) const override {
     ++launches;
     last_tokens = tokens;
   }
