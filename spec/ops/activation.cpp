@@ -39,9 +39,52 @@ std::string_view to_string(ActivationLayout layout) noexcept {
   return layout == ActivationLayout::dense ? "dense" : "masked";
 }
 
+ActivationKind read_activation_kind(detail::SpecReader& r) {
+  return parse_kind(r.choice("kind", {"silu", "gelu", "gelu_tanh", "swiglu_oai", "situ"}));
+}
+
+void read_activation_params(detail::SpecReader& r, ActivationParams& p) {
+  p.interleaved = r.boolean("interleaved", false);
+  if (p.kind == ActivationKind::situ) {
+    // The kernels multiply by 1/beta and 1/linear_beta: both the value and its reciprocal must
+    // be normal fp32 numbers.
+    constexpr double kBetaMax = 1 / detail::kF32Min;
+    if (!r.has("beta")) {
+      r.fail("beta", "situ needs 'beta' (it is never defaulted)", fmt::format("a finite number > 0, in [{:g}, {:g}]", detail::kF32Min, kBetaMax));
+    }
+    p.beta = r.f32("beta", detail::kF32Min, kBetaMax);
+    // <= 0 (or absent) means unset: the up half passes through.
+    const bool linear = r.has("linear_beta") && r.number("linear_beta") > 0;
+    p.linear_beta = linear ? r.f32("linear_beta", detail::kF32Min, kBetaMax) : 0.0f;
+  } else {
+    r.forbid("beta", "applies only to kind situ");
+    r.forbid("linear_beta", "applies only to kind situ");
+  }
+  if (p.kind == ActivationKind::swiglu_oai) {
+    p.alpha = r.f32("alpha", detail::kF32Min, detail::kF32Max, 1.702);
+    p.limit = r.f32("limit", detail::kF32Min, detail::kF32Max, 7.0);
+  } else {
+    r.forbid("alpha", "applies only to kind swiglu_oai");
+    r.forbid("limit", "applies only to kind swiglu_oai");
+  }
+}
+
+std::string activation_params_json(const ActivationParams& p) {
+  nlohmann::json j{{"kind", to_string(p.kind)}, {"interleaved", p.interleaved}};
+  if (p.kind == ActivationKind::situ) {
+    j["beta"] = detail::canonical_number(p.beta);
+    if (p.linear_beta > 0) j["linear_beta"] = detail::canonical_number(p.linear_beta);
+  }
+  if (p.kind == ActivationKind::swiglu_oai) {
+    j["alpha"] = detail::canonical_number(p.alpha);
+    j["limit"] = detail::canonical_number(p.limit);
+  }
+  return j.dump();
+}
+
 std::shared_ptr<OpSpec> parse_activation(detail::SpecReader& r) {
   auto s = std::make_shared<ActivationSpec>();
-  s->kind = parse_kind(r.choice("kind", {"silu", "gelu", "gelu_tanh", "swiglu_oai", "situ"}));
+  s->kind = read_activation_kind(r);
   s->layout = r.choice("layout", {"dense", "masked"}, "dense") == "dense" ? ActivationLayout::dense
                                                                           : ActivationLayout::masked;
   s->d = r.integer("d", 1, kMaxWidth);
@@ -52,47 +95,19 @@ std::shared_ptr<OpSpec> parse_activation(detail::SpecReader& r) {
   }
   s->dtype = r.dtype("dtype", {DType::bf16, DType::f16, DType::f32}, DType::bf16);
   s->out_dtype = r.dtype("out_dtype", {DType::bf16, DType::f16, DType::f32}, s->dtype);
-  s->interleaved = r.boolean("interleaved", false);
-
-  if (s->kind == ActivationKind::situ) {
-    // The kernels multiply by 1/beta and 1/linear_beta: both the value and its reciprocal must
-    // be normal fp32 numbers.
-    constexpr double kBetaMax = 1 / detail::kF32Min;
-    if (!r.has("beta")) {
-      r.fail("beta", "situ needs 'beta' (it is never defaulted)", fmt::format("a finite number > 0, in [{:g}, {:g}]", detail::kF32Min, kBetaMax));
-    }
-    s->beta = r.f32("beta", detail::kF32Min, kBetaMax);
-    // <= 0 (or absent) means unset: the up half passes through.
-    const bool linear = r.has("linear_beta") && r.number("linear_beta") > 0;
-    s->linear_beta = linear ? r.f32("linear_beta", detail::kF32Min, kBetaMax) : 0.0f;
-  } else {
-    r.forbid("beta", "applies only to kind situ");
-    r.forbid("linear_beta", "applies only to kind situ");
-  }
-  if (s->kind == ActivationKind::swiglu_oai) {
-    s->alpha = r.f32("alpha", detail::kF32Min, detail::kF32Max, 1.702);
-    s->limit = r.f32("limit", detail::kF32Min, detail::kF32Max, 7.0);
-  } else {
-    r.forbid("alpha", "applies only to kind swiglu_oai");
-    r.forbid("limit", "applies only to kind swiglu_oai");
-  }
+  read_activation_params(r, *s);
   r.finish();
   return s;
 }
 
 std::string ActivationSpec::canonical_json() const {
-  nlohmann::json j{{"op", "activation"}, {"kind", to_string(kind)}, {"layout", to_string(layout)},
-                   {"d", d}, {"dtype", spec_name(dtype)}, {"out_dtype", spec_name(out_dtype)},
-                   {"interleaved", interleaved}};
+  nlohmann::json j = nlohmann::json::parse(activation_params_json(*this));
+  j["op"] = "activation";
+  j["layout"] = to_string(layout);
+  j["d"] = d;
+  j["dtype"] = spec_name(dtype);
+  j["out_dtype"] = spec_name(out_dtype);
   if (layout == ActivationLayout::masked) j["num_experts"] = num_experts;
-  if (kind == ActivationKind::situ) {
-    j["beta"] = detail::canonical_number(beta);
-    if (linear_beta > 0) j["linear_beta"] = detail::canonical_number(linear_beta);
-  }
-  if (kind == ActivationKind::swiglu_oai) {
-    j["alpha"] = detail::canonical_number(alpha);
-    j["limit"] = detail::canonical_number(limit);
-  }
   return j.dump();
 }
 
