@@ -77,15 +77,16 @@ def time_torch(op, tokens, calls, replays):
     for t in tokens:
         n = common.set_count(t * 2 * d * 2 + t * d * 2, calls)
         sets = [(torch.empty(t, 2 * d, device="cuda", dtype=torch.bfloat16).uniform_(-4, 4),) for _ in range(n)]
-        times[t] = {"compile": common.time_us(static, sets, calls, replays),
-                    "eager": common.time_us(act, sets, calls, replays)}
+        label = f"torch {op['_name']} T={t}"
+        times[t] = {"compile": common.try_time_us(label + " compile", static, sets, calls, replays),
+                    "eager": common.try_time_us(label + " eager", act, sets, calls, replays)}
         for (x,) in sets:
             common.mark_tokens_dynamic(x)
-        times[t]["dynamic"] = common.time_us(dynamic, sets, calls, replays)
+        times[t]["dynamic"] = common.try_time_us(label + " compile (dynamic T)", dynamic, sets, calls, replays)
         del sets
         torch.cuda.empty_cache()
-        print(f"  torch {op['_name']} T={t}: compile {times[t]['compile']:.2f} us, dynamic T {times[t]['dynamic']:.2f}, "
-              f"eager {times[t]['eager']:.2f}", flush=True)
+        print(f"  {label}: compile {common.fmt_num(times[t]['compile'])} us, dynamic T {common.fmt_num(times[t]['dynamic'])}, "
+              f"eager {common.fmt_num(times[t]['eager'])}", flush=True)
     return times
 
 

@@ -78,14 +78,15 @@ def time_torch(op, tokens, calls, replays):
     times = {}
     for t in tokens:
         sets = [(torch.randn(t, e, device="cuda"), bias) for _ in range(common.set_count(t * e * 4, calls))]
-        times[t] = {"compile": common.time_us(static, sets, calls, replays),
-                    "eager": common.time_us(route, sets, calls, replays)}
+        label = f"torch {op['_name']} T={t}"
+        times[t] = {"compile": common.try_time_us(label + " compile", static, sets, calls, replays),
+                    "eager": common.try_time_us(label + " eager", route, sets, calls, replays)}
         for logits, _ in sets:
             common.mark_tokens_dynamic(logits)
-        times[t]["dynamic"] = common.time_us(dynamic, sets, calls, replays)
+        times[t]["dynamic"] = common.try_time_us(label + " compile (dynamic T)", dynamic, sets, calls, replays)
         del sets
-        print(f"  torch {op['_name']} T={t}: compile {times[t]['compile']:.2f} us, dynamic T {times[t]['dynamic']:.2f}, "
-              f"eager {times[t]['eager']:.2f}", flush=True)
+        print(f"  {label}: compile {common.fmt_num(times[t]['compile'])} us, dynamic T {common.fmt_num(times[t]['dynamic'])}, "
+              f"eager {common.fmt_num(times[t]['eager'])}", flush=True)
     return times
 
 

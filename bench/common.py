@@ -124,6 +124,17 @@ def time_us(fn, sets, calls=CALLS, replays=REPLAYS):
     return statistics.median(times)
 
 
+def try_time_us(label, fn, sets, calls=CALLS, replays=REPLAYS):
+    """time_us, or None (and one line saying why) when fn fails: one anchor that does not compile
+    must not cost the rest of a one-shot GPU run."""
+    try:
+        return time_us(fn, sets, calls, replays)
+    except Exception as e:  # noqa: BLE001 -- torch.compile raises many kinds
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        print(f"  {label} failed: {type(e).__name__}: {first}", flush=True)
+        return None
+
+
 def sm_copy_GBps(calls=CALLS, replays=REPLAYS):
     """The yardstick: torch's eager `dst.copy_(src)` of 1 GiB, bytes read + written per second;
     `calls` back-to-back copies between two events, median of `replays`.

@@ -104,6 +104,9 @@ class Common(unittest.TestCase):
         self.assertIsNot(f.__code__, g.__code__)
         self.assertEqual(g(2), 6)
 
+    def test_a_failing_anchor_is_none(self):
+        self.assertIsNone(common.try_time_us("anchor", lambda: 1 / 0, [()]))
+
     def test_summary_reads_each_driver(self):
         with tempfile.TemporaryDirectory() as tmp:
             for name in ("routing", "activation"):
