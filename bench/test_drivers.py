@@ -130,6 +130,12 @@ class Routing(unittest.TestCase):
         self.assertEqual(a.tokens, [1, 16, 128, 1024, 4096, 16384])
         self.assertEqual(bench_routing.parse_args(["--tokens", "1,8"]).tokens, [1, 8])
 
+    def test_spec_has_every_op(self):
+        with open(os.path.join(HERE, "specs", "routing.json")) as f:
+            names = {o["name"] for o in json.load(f)["ops"]}
+        wanted = {f"{m}{v}" for m in bench_routing.MODELS for v in ("", "_block", "_warp")}
+        self.assertEqual(wanted - names, set())
+
     def test_rows_and_table(self):
         rows = bench_routing.rows_of(self.mj, self.torch, self.y)
         self.assertEqual(len(rows), 30)
