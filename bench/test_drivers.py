@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""What of the bench drivers runs without a GPU or torch: arguments, reading `moejit bench --json`
+(a hand-written sample of its format below), the rows and tables each driver builds from it, the
+summary, and run.sh's argument check.
+
+  python3 bench/test_drivers.py
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_activation  # noqa: E402
+import bench_latent_tail  # noqa: E402
+import bench_routing  # noqa: E402
+import common  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# `moejit bench --json`, as the lead specified it (one result of each family; the numbers are made up).
+SAMPLE = """{
+  "spec": "bench/specs/routing.json", "device": "NVIDIA H200", "arch": "sm_90a",
+  "copy_GBps": 4190.0, "read_GBps": 4500.0, "hbm_peak_GBps": 4917.0,
+  "load_ms": 1.2, "calls": 20, "replays": 7,
+  "results": [
+    {"op": "deepseek_v3", "family": "routing",
+     "op_spec": {"op": "routing", "num_experts": 256, "topk": 8, "n_group": 8, "topk_group": 4, "scoring": "sigmoid",
+                 "bias": "fp32", "renormalize": true, "routed_scaling_factor": 2.5, "logits_dtype": "fp32",
+                 "ids_dtype": "int32", "single_group_kernel": "auto", "group_score": "top2_sum"},
+     "tokens": 16384, "us_per_call": 15.0, "bytes": 17826816, "GBps": 1188.5, "copy_fraction": 0.2837,
+     "peak_fraction": 0.2417, "hot": [], "inputs": "normal"},
+    {"op": "silu_2048_masked", "family": "activation",
+     "op_spec": {"op": "activation", "kind": "silu", "layout": "masked", "d": 2048, "dtype": "bf16", "out_dtype": "bf16",
+                 "interleaved": false, "num_experts": 8},
+     "tokens": 64, "us_per_call": 3.0, "bytes": 3145760, "GBps": 1048.6, "copy_fraction": 0.25, "peak_fraction": 0.21,
+     "hot": ["expert_num_tokens"], "inputs": "half-full"}
+  ]
+}"""
+
+
+def fake_run(family_results, copy=4190.0):
+    return {"device": "NVIDIA H200", "arch": "sm_90a", "copy_GBps": copy, "read_GBps": 4500.0, "hbm_peak_GBps": 4917.0,
+            "results": family_results}
+
+
+def result(op, tokens, us, nbytes, op_spec=None, hot=(), inputs="normal"):
+    return {"op": op, "family": "x", "op_spec": op_spec or {}, "tokens": tokens, "us_per_call": us, "bytes": nbytes,
+            "hot": list(hot), "inputs": inputs}
+
+
+class Common(unittest.TestCase):
+    def test_sample_reads(self):
+        data = common.load_moejit_json(SAMPLE)
+        self.assertEqual(data["hbm_peak_GBps"], 4917.0)
+        self.assertEqual(len(data["results"]), 2)
+        table = common.by_op_tokens(data)
+        self.assertIn(("silu_2048_masked", 64, True, "half-full"), table)
+
+    def test_missing_field_is_an_error(self):
+        doc = json.loads(SAMPLE)
+        del doc["results"][0]["bytes"]
+        with self.assertRaises(ValueError):
+            common.load_moejit_json(json.dumps(doc))
+        with self.assertRaises(ValueError):
+            common.load_moejit_json('{"device": "x", "results": []}')
+
+    def test_yardsticks(self):
+        y = common.yardsticks(4000.0, [fake_run([], 4100.0), fake_run([], 4300.0)], 2750.0)
+        self.assertAlmostEqual(y["moejit_copy_GBps"], 4200.0)
+        self.assertAlmostEqual(y["moejit_over_torch_copy"], 1.05)
+        text = common.yardstick_table(y)
+        self.assertIn("within 5%", text)
+        self.assertIn("never a ceiling", text)
+        self.assertIn("NOT within", common.copy_line(common.yardsticks(4000.0, [fake_run([], 3700.0)])))
+        no_new_fields = common.yardsticks(4000.0, [{"device": "d", "copy_GBps": 4000.0}])
+        self.assertIn("| -", common.yardstick_table(no_new_fields))  # the old format: read and peak unknown
+
+    def test_markdown_table(self):
+        text = common.markdown_table(["op", "T", "us"], [["silu", 1, "1.25"], ["situ_7168", 32768, "-"]])
+        lines = text.splitlines()
+        self.assertEqual(len({len(line) for line in lines}), 1)
+        self.assertTrue(lines[1].endswith("-:|"))
+        self.assertIn("| situ_7168 |", lines[3])
+
+    def test_formats(self):
+        self.assertEqual(common.fmt_num(1.234), "1.23")
+        self.assertEqual(common.fmt_num(0.0042), "0.004")
+        self.assertEqual(common.fmt_num(123.45), "123.5")
+        self.assertEqual(common.fmt_num(1234.5), "1234")
+        self.assertEqual(common.fmt_num(None), "-")
+        self.assertEqual(common.fmt_pct(0.5), "50.0%")
+        self.assertEqual(common.fmt_ratio(2.0), "2.00x")
+
+    def test_fresh_gives_a_new_code_object(self):
+        def make(k):
+            def f(x):
+                return x * k
+            return f
+        f = make(3)
+        g = common.fresh(f)
+        self.assertIsNot(f.__code__, g.__code__)
+        self.assertEqual(g(2), 6)
+
+    def test_a_failing_anchor_is_none(self):
+        self.assertIsNone(common.try_time_us("anchor", lambda: 1 / 0, [()]))
+
+    def test_summary_reads_each_driver(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in ("routing", "activation"):
+                with open(os.path.join(tmp, f"{name}.json"), "w") as f:
+                    json.dump({"summary": [f"{name} line"]}, f)
+            self.assertEqual(common.summary(tmp), ["routing: routing line", "activation: activation line"])
+
+
+class Routing(unittest.TestCase):
+    def setUp(self):
+        spec = json.loads(SAMPLE)["results"][0]["op_spec"]
+        self.mj = fake_run([result(m, t, 2.0 + t / 1000, t * 256 * 4 + t * 8 * 8 + 256 * 4, spec)
+                            for m in bench_routing.MODELS for t in bench_routing.TOKENS])
+        self.torch = {m: {t: {"compile": 30.0, "dynamic": 40.0, "eager": 50.0} for t in bench_routing.TOKENS}
+                      for m in bench_routing.MODELS}
+        self.y = common.yardsticks(4000.0, [self.mj])
+
+    def test_args(self):
+        a = bench_routing.parse_args([])
+        self.assertEqual(a.moejit, ".carry/moejit")
+        self.assertEqual(a.tokens, [1, 16, 128, 1024, 4096, 16384])
+        self.assertEqual(bench_routing.parse_args(["--tokens", "1,8"]).tokens, [1, 8])
+
+    def test_spec_has_every_op(self):
+        with open(os.path.join(HERE, "specs", "routing.json")) as f:
+            names = {o["name"] for o in json.load(f)["ops"]}
+        wanted = {f"{m}{v}" for m in bench_routing.MODELS for v in ("", "_block", "_warp")}
+        self.assertEqual(wanted - names, set())
+
+    def test_rows_and_table(self):
+        rows = bench_routing.rows_of(self.mj, self.torch, self.y)
+        self.assertEqual(len(rows), 30)
+        r = next(r for r in rows if r["model"] == "kimi_k3" and r["tokens"] == 16384)
+        self.assertAlmostEqual(r["floor_us"], r["bytes"] / 4000e9 * 1e6)
+        self.assertAlmostEqual(r["x_floor"], r["moejit_us"] / r["floor_us"])
+        self.assertAlmostEqual(r["x_compile"], 30.0 / r["moejit_us"])
+        self.assertAlmostEqual(r["peak_fraction"], r["bytes"] / (r["moejit_us"] * 1e-6) / 4917e9)
+        lines = bench_routing.table(rows).splitlines()
+        self.assertEqual(len(lines), 32)
+        self.assertEqual(lines[0].count("|"), len(bench_routing.HEADERS) + 1)
+        self.assertIn("Kimi-K3", lines[-1 - 2 * 6])
+        self.assertTrue(bench_routing.summary(rows, self.y, [])[1].startswith("DeepSeek-V3: T<=128 at most"))
+
+    def test_rows_without_torch(self):
+        rows = bench_routing.rows_of(self.mj, {}, self.y)
+        self.assertIsNone(rows[0]["x_compile"])
+        self.assertRegex(bench_routing.table(rows).splitlines()[2], r"\| +- \| +- \|$")
+
+    def test_crossover(self):
+        spec = json.loads(SAMPLE)["results"][0]["op_spec"]
+        res = []
+        for t in bench_routing.CROSSOVER_TOKENS:
+            res.append(result("deepseek_v3_block", t, 1.0 if t <= 4 else 9.0, 1, spec))
+            res.append(result("deepseek_v3_warp", t, 2.0, 1, spec))
+        entries, times, text = bench_routing.crossover_of(fake_run(res), ["deepseek_v3"])
+        self.assertEqual(entries[0]["crossover_tokens"], 4)
+        self.assertEqual((entries[0]["num_experts"], entries[0]["topk"], entries[0]["grouped"]), (256, 8, True))
+        self.assertIn("1.00/2.00", text)
+        self.assertEqual(len(times), 22)
+
+
+class Activation(unittest.TestCase):
+    def test_args(self):
+        a = bench_activation.parse_args([])
+        self.assertEqual(a.tokens, [1, 16, 128, 1024, 8192, 32768])
+        self.assertEqual(len(a.ops.split(",")), 9)
+
+    def test_real_rows_and_plan(self):
+        self.assertEqual(bench_activation.real_rows(8, 64, "half-full"), 256)
+        self.assertEqual(bench_activation.real_rows(256, 16, "half-full"), 2048)
+        self.assertEqual(bench_activation.real_rows(8, 2048, "few"), 30)
+        self.assertEqual(bench_activation.real_rows(256, 256, "few"), 960)
+        self.assertEqual(bench_activation.real_rows(8, 4, "few"), 3 + 0 + 4 + 1 + 4 + 4 + 0 + 2)
+        self.assertEqual(bench_activation.masked_plan(bench_activation.TOKENS), [30, 256, 960, 2048])
+
+    def test_spec_has_every_op(self):
+        with open(os.path.join(HERE, "specs", "activation.json")) as f:
+            names = {o["name"] for o in json.load(f)["ops"]}
+        wanted = set(bench_activation.DENSE) | {o for ops, _, _ in bench_activation.MASKED for o in ops}
+        self.assertEqual(wanted - names, set())
+
+    def test_rows_and_tables(self):
+        dense = [result(op, t, 1.0 + t / 100, 6 * t * 2048, {"kind": "silu", "d": 2048}, inputs="uniform")
+                 for op in ("silu_2048", "situ_3072") for t in bench_activation.TOKENS + [30, 256, 960, 2048]]
+        masked = [result("silu_2048_masked", 64, 4.0, 1, {"num_experts": 8}, inputs="half-full"),
+                  result("silu_2048_masked", 64, 3.5, 1, {"num_experts": 8}, hot=["expert_num_tokens"], inputs="half-full"),
+                  result("silu_2048_masked_e256", 256, 5.0, 1, {"num_experts": 256}, inputs="few")]
+        y = common.yardsticks(4000.0, [fake_run(dense)])
+        torch_times = {"silu_2048": {t: {"compile": 10.0, "dynamic": 20.0, "eager": 30.0} for t in bench_activation.TOKENS}}
+        rows = bench_activation.dense_rows(fake_run(dense), ["silu_2048"], torch_times, y)
+        self.assertEqual(len(rows), 10)  # every T of the run, the dense extras included
+        self.assertEqual(rows[0]["x_compile"], 10.0 / rows[0]["moejit_us"])
+        lines = bench_activation.dense_table(rows).splitlines()
+        self.assertEqual(lines[0].count("|"), len(bench_activation.HEADERS) + 1)
+        m = bench_activation.masked_rows(common.by_op_tokens(fake_run(dense), fake_run(masked)))
+        self.assertEqual(len(m), 2)
+        half = next(r for r in m if r["inputs"] == "half-full")
+        self.assertEqual((half["real_rows"], half["dense_us"], half["masked_hot_us"]), (256, 1.0 + 256 / 100, 3.5))
+        few = next(r for r in m if r["inputs"] == "few")
+        self.assertEqual((few["real_rows"], few["dense_us"]), (960, 1.0 + 960 / 100))
+        self.assertIn("+", bench_activation.masked_table(m))
+        self.assertIn("masked, half full: at worst", bench_activation.summary(rows, m, y)[-1])
+
+
+class LatentTail(unittest.TestCase):
+    def test_rows_and_table(self):
+        text = "NCCL INFO noise\n" + "\n".join(
+            json.dumps({"path": p, "tp": 2, "tokens": t, "us": us + t, "w_bytes": wb})
+            for p, us, wb in (("base", 40.0, 51380224), ("base-striped", 36.0, 25690112), ("fused", 19.0, 25690112))
+            for t in (1, 4, 16, 64))
+        ours = bench_latent_tail.parse_tail_lines(text)
+        self.assertEqual(len(ours), 12)
+        rows = bench_latent_tail.rows_of(2, ours, {1: 43.0, 4: 45.0, 16: 44.0, 64: 53.0}, 4000.0)
+        self.assertEqual([r["tokens"] for r in rows], [1, 4, 16, 64])
+        self.assertAlmostEqual(rows[0]["fused_floor_us"], 25690112 / 4000e9 * 1e6)
+        self.assertAlmostEqual(rows[0]["fused_over_base"], 20.0 / 41.0)
+        lines = bench_latent_tail.table(rows).splitlines()
+        self.assertEqual(lines[0].count("|"), len(bench_latent_tail.HEADERS) + 1)
+        s = bench_latent_tail.summary(rows, 4000.0)
+        self.assertIn("tp 2: fused / base at T<=16", s[1])
+        self.assertIn("base behind torch at T=16,64", s[1])
+
+    def test_args(self):
+        a = bench_latent_tail.parse_args(["--tp", "2,4"])
+        self.assertEqual(a.tp, [2, 4])
+        self.assertEqual(a.tokens, [1, 4, 16, 64])
+
+
+class Scripts(unittest.TestCase):
+    def test_help_needs_no_torch(self):
+        for driver in ("bench_routing.py", "bench_activation.py", "bench_latent_tail.py"):
+            run = subprocess.run([sys.executable, os.path.join(HERE, driver), "--help"], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertIn("--json", run.stdout)
+
+    def test_run_sh_rejects_unknown_steps(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = subprocess.run(["bash", os.path.join(HERE, "device", "run.sh"), "bogus"], capture_output=True, text=True,
+                                 env=dict(os.environ, OUT=tmp))
+            self.assertEqual(run.returncode, 2)
+            self.assertIn("usage", run.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
