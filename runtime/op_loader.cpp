@@ -9,6 +9,7 @@ std::span<const Family<LoadOp>> runtime_families() noexcept {
       {"activation", &load_activation},
       {"routing", &load_routing},
       {"latent_tail", &load_latent_tail},
+      {"experts", &load_experts},
   };
   return kFamilies;
 }

@@ -18,5 +18,6 @@ std::unique_ptr<Op> load_op(Context& context, std::shared_ptr<const OpSpec> spec
 std::unique_ptr<Op> load_activation(Context& context, std::shared_ptr<const OpSpec> spec);
 std::unique_ptr<Op> load_routing(Context& context, std::shared_ptr<const OpSpec> spec);
 std::unique_ptr<Op> load_latent_tail(Context& context, std::shared_ptr<const OpSpec> spec);
+std::unique_ptr<Op> load_experts(Context& context, std::shared_ptr<const OpSpec> spec);
 
 }  // namespace moejit::detail

@@ -3,6 +3,7 @@
 #include <moejit/error.hpp>
 
 #include "activation.hpp"
+#include "experts.hpp"
 #include "latent_tail.hpp"
 #include "routing.hpp"
 
@@ -15,6 +16,7 @@ std::span<const Family<ContractsOf>> compiler_families() noexcept {
       {"activation", &activation_contracts},
       {"routing", &routing_contracts},
       {"latent_tail", &latent_tail_contracts},
+      {"experts", &experts_contracts},
   };
   return kFamilies;
 }

@@ -1,0 +1,483 @@
+#pragma once
+// The experts op (numerics.md "experts"): a MoE layer's routed experts, four kernels chained on
+// one stream (programmatic dependent launch between them), every count on the device:
+//
+//   experts_meta_kernel     one block: per-expert counts, the stable sort of the (token, slot)
+//                           pairs by local expert (pair order within an expert, so every run
+//                           gives the same bits), each pair's sorted row, and the GEMMs' work
+//                           list -- tiles of up to N rows of one expert (N picked per call);
+//                           masked: tiles straight from expert_num_tokens
+//   experts_gemm1_kernel    gate/up = x' w13[e]^T, rounded to the dtype, then the activation:
+//                           h [sorted row, I]
+//   experts_gemm2_kernel    o = h w2[e]^T (+ b2) times the router weight, rounded: o [pair, H]
+//                           (masked: y rows directly)
+//   experts_combine_kernel  y[t] = the fp32 sum of its valid slots in slot order, one rounding
+//
+// The GEMMs stream weights (decode: a few rows an expert, the weights' bytes are the cost).
+// Operands are swapped so that weight rows fill the tensor core's 16-row side: a warp takes 16
+// weight rows (GEMM1: 8 gate rows and their 8 up rows, so one lane holds a gate and its up) and
+// the tile's N rows as mma.sync m16n8k16's N side. Each lane loads 16 bytes of a weight row
+// straight into the registers of an A fragment: the k order inside a 32-wide block is permuted
+// (lane quad q holds k 8q..8q+7), identically for A and B, which leaves the dot products
+// unchanged and makes every load a 16-byte vector with no shared memory and no shuffles. A ring
+// of kU blocks a warp keeps its weight loads in flight (the next block's loads are issued as soon
+// as a block is consumed); kSplit warps split K and add their partial sums in a fixed order.
+//
+// Config (generated): kH, kI, kE, kK, kIdRange, kMasked, kHasMap, kWeightOnInput, kBias, kIds64,
+// T (= Out), activation constants (kKind, kInterleaved, kBeta, kInvBeta, kLinearBeta,
+// kInvLinearBeta, kAlpha, kLimit), kGroups1, kSplit1, kGroups2, kSplit2.
+
+#include "activation.cuh"
+#include "experts_args.h"
+
+namespace moejit {
+namespace experts {
+
+inline constexpr int kMetaThreads = 1024;
+inline constexpr int kCombineThreads = 256;
+inline constexpr int kBlockK = 32;  // k elements a lane group loads per row and block
+
+template <class C>
+struct Checks {
+  static_assert(C::kH % 64 == 0 && C::kI % 64 == 0, "hidden and intermediate in 64-element tiles");
+  static_assert(C::kE >= 1 && C::kE <= 4096, "local experts counted in shared memory");
+  static_assert(C::kI % (8 * C::kGroups1) == 0 && C::kH % (16 * C::kGroups2) == 0, "whole CTAs of rows");
+  static_assert((C::kH / kBlockK) % C::kSplit1 == 0 && (C::kI / kBlockK) % C::kSplit2 == 0, "K splits into whole blocks");
+  static_assert(sizeof(typename C::T) == 2, "bf16 or fp16");
+  static constexpr bool ok = true;
+};
+
+// ---- device helpers ---------------------------------------------------------------------------
+
+/// 16 bytes of a weight row: read once, kept out of L1.
+__device__ __forceinline__ uint4 load_streamed(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+/// 16 bytes of an activation row: read by every CTA of its tile.
+__device__ __forceinline__ uint4 load_shared_row(const void* p) { return __ldg(static_cast<const uint4*>(p)); }
+
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// Two packed elements of T each scaled by s in fp32 and rounded back (router weight on input).
+template <class T>
+__device__ __forceinline__ unsigned scale_pair(unsigned v, float s) {
+  T e[2];
+  memcpy(e, &v, 4);
+  e[0] = from_float<T>(mul(to_float(e[0]), s));
+  e[1] = from_float<T>(mul(to_float(e[1]), s));
+  unsigned out;
+  memcpy(&out, e, 4);
+  return out;
+}
+
+/// The gated activation of a rounded gate/up pair, as the activation op computes it.
+template <class C>
+__device__ __forceinline__ typename C::Out activation_of(float g, float u) {
+  const auto sigmoid_of = [](float x) { return sigmoid_by_rcp_fast(x); };
+  if constexpr (C::kKind == ActKind::situ) {
+    const float v = C::kLinearBeta > 0.0f ? mul(C::kLinearBeta, tanh_accurate(mul(u, C::kInvLinearBeta))) : u;
+    return situ_output<C>(g, v, sigmoid_of);
+  } else if constexpr (C::kKind == ActKind::swiglu_oai) {
+    return swiglu_oai_output<C>(g, u, sigmoid_of);
+  } else {
+    return activate<C>(g, u);
+  }
+}
+
+template <class C>
+__device__ __forceinline__ long long id_at(const void* ids, long long i) {
+  if constexpr (C::kIds64) return static_cast<const long long*>(ids)[i];
+  else return static_cast<const int*>(ids)[i];
+}
+
+/// The local expert of pair p, or -1 when its id is outside [0, kIdRange) or maps to no expert
+/// of this rank.
+template <class C>
+__device__ __forceinline__ int local_expert(const ExpertsMetaArgs& a, long long p) {
+  const long long id = id_at<C>(a.ids, p);
+  if (id < 0 || id >= C::kIdRange) return -1;
+  const int e = C::kHasMap ? a.expert_map[id] : static_cast<int>(id);
+  return e >= 0 && e < C::kE ? e : -1;
+}
+
+/// In-place exclusive scan of v[0, n] (n + 1 entries, v[n] ignored on input, the total on
+/// output) by a whole block of kMetaThreads threads; `warp_sums` holds 32 ints.
+__device__ __forceinline__ void block_exclusive_scan(int* v, int n, int* warp_sums) {
+  const int per = (n + kMetaThreads - 1) / kMetaThreads;
+  const int begin = min(n, static_cast<int>(threadIdx.x) * per), end = min(n, begin + per);
+  int sum = 0;
+  for (int i = begin; i < end; ++i) sum += v[i];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int incl = sum;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int w = warp_sums[lane], wincl = w;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const int y = __shfl_up_sync(0xffffffffu, wincl, o);
+      if (lane >= o) wincl += y;
+    }
+    warp_sums[lane] = wincl - w;
+  }
+  __syncthreads();
+  int run = warp_sums[warp] + incl - sum;
+  for (int i = begin; i < end; ++i) {
+    const int x = v[i];
+    v[i] = run;
+    run += x;
+  }
+  if (threadIdx.x == kMetaThreads - 1) v[n] = run;
+  __syncthreads();
+}
+
+}  // namespace experts
+
+// ---- metadata ---------------------------------------------------------------------------------
+
+/// One block of kMetaThreads. See the file's header.
+template <class C>
+__global__ void __launch_bounds__(experts::kMetaThreads) experts_meta_kernel(ExpertsMetaArgs a) {
+  static_assert(experts::Checks<C>::ok);
+  using namespace experts;
+  __shared__ int start[C::kE + 1];  // counts, then their exclusive scan; then each expert's next row
+  __shared__ int tiles[C::kE + 1];  // tiles an expert, then their exclusive scan
+  __shared__ int warp_sums[32];
+  dependent_launch_prologue();
+  const int tid = threadIdx.x;
+  const long long T = a.tokens;
+  const int n = a.tile_rows;
+  for (int e = tid; e <= C::kE; e += kMetaThreads) start[e] = 0;
+  __syncthreads();
+  if constexpr (C::kMasked) {
+    for (int e = tid; e < C::kE; e += kMetaThreads) {
+      const long long c = a.counts[e];
+      start[e] = static_cast<int>(c < 0 ? 0 : (c > T ? T : c));
+    }
+  } else {
+    const long long pairs = T * C::kK;
+    for (long long p = tid; p < pairs; p += kMetaThreads) {
+      const int e = local_expert<C>(a, p);
+      if (e >= 0) atomicAdd(&start[e], 1);
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < C::kE; e += kMetaThreads) tiles[e] = (start[e] + n - 1) / n;
+  __syncthreads();
+  block_exclusive_scan(tiles, C::kE, warp_sums);
+  if constexpr (!C::kMasked) block_exclusive_scan(start, C::kE, warp_sums);
+  // The work list: expert e's rows [first, first + count) in tiles of n.
+  for (int e = tid; e < C::kE; e += kMetaThreads) {
+    const int count = C::kMasked ? start[e] : start[e + 1] - start[e];
+    const long long first = C::kMasked ? static_cast<long long>(e) * T : start[e];
+    for (int j = 0, t = tiles[e]; j * n < count; ++j, ++t) {
+      a.tiles[t] = ExpertsTile{e, static_cast<int>(first + static_cast<long long>(j) * n), min(n, count - j * n), 0};
+    }
+  }
+  if (tid == 0) *a.tile_count = tiles[C::kE];
+  __syncthreads();  // the work list has read the row starts the sort now advances
+  if constexpr (!C::kMasked) {
+    // The stable sort: a chunk of kMetaThreads pairs at a time, a warp at a time in pair order,
+    // each group of lanes with the same expert taking consecutive rows.
+    const long long pairs = T * C::kK;
+    const int lane = tid % 32, warp = tid / 32;
+    for (long long base = 0; base < pairs; base += kMetaThreads) {
+      const long long p = base + tid;
+      const int e = p < pairs ? local_expert<C>(a, p) : -1;
+      const unsigned peers = __match_any_sync(0xffffffffu, e);
+      const int rank = __popc(peers & ((1u << lane) - 1u));
+      const long long left = (pairs - base + 31) / 32;
+      const int warps = left < 32 ? static_cast<int>(left) : 32;
+      int row = -1;
+      for (int w = 0; w < warps; ++w) {
+        if (warp == w) {
+          if (e >= 0) row = start[e] + rank;
+          __syncwarp();
+          if (e >= 0 && rank == 0) start[e] += __popc(peers);
+        }
+        __syncthreads();
+      }
+      if (p < pairs) {
+        a.position[p] = row;
+        if (row >= 0) a.sorted[row] = static_cast<int>(p);
+      }
+    }
+  }
+}
+
+// ---- the GEMMs --------------------------------------------------------------------------------
+
+namespace experts {
+
+/// One warp's A (two 16-byte runs of its lane's two weight rows) and B (one 16-byte run of each
+/// n8 block's row) of one 32-wide k block.
+template <int kNB>
+struct Fragment {
+  unsigned a0[4], a1[4];
+  unsigned b[kNB][4];
+};
+
+/// acc[j] += A (rows g and g+8 of the warp's 16) x B (n8 block j) over k blocks [0, kBlocks)
+/// from the lane's pointers (already at its k offset); kU blocks in flight.
+template <class T, int kNB, int kU, int kBlocks, bool kScaleB>
+__device__ __forceinline__ void stream_mma(const char* a0, const char* a1, const char* const (&b)[kNB],
+                                           const float (&b_scale)[kNB], float (&acc)[kNB][4]) {
+  constexpr int kBytes = kBlockK * 2;
+  Fragment<kNB> f[kU];
+  const auto load = [&](Fragment<kNB>& fr, int kb) {
+    const uint4 x0 = load_streamed(a0 + kb * kBytes), x1 = load_streamed(a1 + kb * kBytes);
+    fr.a0[0] = x0.x, fr.a0[1] = x0.y, fr.a0[2] = x0.z, fr.a0[3] = x0.w;
+    fr.a1[0] = x1.x, fr.a1[1] = x1.y, fr.a1[2] = x1.z, fr.a1[3] = x1.w;
+#pragma unroll
+    for (int j = 0; j < kNB; ++j) {
+      const uint4 y = load_shared_row(b[j] + kb * kBytes);
+      fr.b[j][0] = y.x, fr.b[j][1] = y.y, fr.b[j][2] = y.z, fr.b[j][3] = y.w;
+    }
+  };
+  const auto compute = [&](const Fragment<kNB>& fr) {
+#pragma unroll
+    for (int j = 0; j < kNB; ++j) {
+      unsigned bb[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) bb[i] = kScaleB ? scale_pair<T>(fr.b[j][i], b_scale[j]) : fr.b[j][i];
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const unsigned a[4] = {fr.a0[2 * s], fr.a1[2 * s], fr.a0[2 * s + 1], fr.a1[2 * s + 1]};
+        mma_16816<T>(acc[j], a, bb[2 * s], bb[2 * s + 1]);
+      }
+    }
+  };
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    if (u < kBlocks) load(f[u], u);
+  }
+  for (int kb = 0; kb < kBlocks; kb += kU) {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      if (kb + u < kBlocks) {
+        compute(f[u]);
+        if (kb + u + kU < kBlocks) load(f[u], kb + u + kU);
+      }
+    }
+  }
+}
+
+/// Adds the K-split warps' partial sums into split 0's, in split order (the same bits at every
+/// run). `scratch` holds (kSplit - 1) x kGroups x 32 x kNB x 4 floats.
+template <int kGroups, int kSplit, int kNB>
+__device__ __forceinline__ void reduce_splits(float (&acc)[kNB][4], float* scratch) {
+  if constexpr (kSplit > 1) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int group = warp % kGroups, split = warp / kGroups;
+    constexpr int kPer = kNB * 4;
+    if (split > 0) {
+      float* dst = scratch + ((split - 1) * kGroups + group) * 32 * kPer + lane;
+#pragma unroll
+      for (int j = 0; j < kNB; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) dst[(j * 4 + i) * 32] = acc[j][i];
+      }
+    }
+    __syncthreads();
+    if (split == 0) {
+      for (int s = 1; s < kSplit; ++s) {
+        const float* src = scratch + ((s - 1) * kGroups + group) * 32 * kPer + lane;
+#pragma unroll
+        for (int j = 0; j < kNB; ++j) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[j][i] = add(acc[j][i], src[(j * 4 + i) * 32]);
+        }
+      }
+    }
+  }
+}
+
+/// Pipeline depth: blocks in flight a warp (fewer with more B registers).
+template <int kNB>
+constexpr int pipeline_depth() {
+  return kNB == 1 ? 4 : 2;
+}
+
+/// The rows of n8 block j this lane's B loads read: the tile's row 8 j + g, or (past the
+/// tile's rows) its first row, whose results are never stored.
+__device__ __forceinline__ int tile_row(const ExpertsTile& tile, int j, int g) {
+  const int r = 8 * j + g;
+  return tile.row + (r < tile.rows ? r : 0);
+}
+
+}  // namespace experts
+
+/// GEMM1 and the activation: CTA (tile blockIdx.x, h columns blockIdx.y * 8 kGroups1 ...).
+template <class C, int kNB>
+__global__ void __launch_bounds__(32 * C::kGroups1 * C::kSplit1) experts_gemm1_kernel(ExpertsGemmArgs a) {
+  static_assert(experts::Checks<C>::ok);
+  using namespace experts;
+  using T = typename C::T;
+  constexpr int kGroups = C::kGroups1, kSplit = C::kSplit1, kU = pipeline_depth<kNB>();
+  constexpr int kBlocks = C::kH / kBlockK / kSplit;
+  __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kGroups * 32 * kNB * 4];
+  wait_for_primary();
+  if (blockIdx.x >= static_cast<unsigned>(*a.tile_count)) return;
+  const ExpertsTile tile = a.tiles[blockIdx.x];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int group = warp % kGroups, split = warp / kGroups;
+  const int g = lane / 4, q = lane % 4;
+  const int col = blockIdx.y * (8 * kGroups) + 8 * group + g;  // this lane's h column
+  const long long gate_row = C::kInterleaved ? 2LL * col : col;
+  const long long up_row = C::kInterleaved ? 2LL * col + 1 : static_cast<long long>(C::kI) + col;
+  const long long k_offset = static_cast<long long>(split) * kBlocks * kBlockK + 8 * q;
+  const T* w = static_cast<const T*>(a.w) + static_cast<long long>(tile.expert) * 2 * C::kI * C::kH;
+  const char* a0 = reinterpret_cast<const char*>(w + gate_row * C::kH + k_offset);
+  const char* a1 = reinterpret_cast<const char*>(w + up_row * C::kH + k_offset);
+  const char* b[kNB];
+  float scale[kNB];
+#pragma unroll
+  for (int j = 0; j < kNB; ++j) {
+    const int row = tile_row(tile, j, g);
+    long long x_row = row;
+    scale[j] = 1.0f;
+    if constexpr (!C::kMasked) {
+      const int pair = a.sorted[row];
+      x_row = pair / C::kK;
+      if constexpr (C::kWeightOnInput) scale[j] = a.topk_weights[pair];
+    }
+    b[j] = reinterpret_cast<const char*>(static_cast<const T*>(a.x) + x_row * C::kH + k_offset);
+  }
+  float acc[kNB][4] = {};
+  stream_mma<T, kNB, kU, kBlocks, C::kWeightOnInput>(a0, a1, b, scale, acc);
+  launch_dependents();
+  reduce_splits<kGroups, kSplit, kNB>(acc, scratch);
+  if (split != 0) return;
+  float gate_bias = 0.0f, up_bias = 0.0f;
+  if constexpr (C::kBias) {
+    const T* bias = static_cast<const T*>(a.bias) + static_cast<long long>(tile.expert) * 2 * C::kI;
+    gate_bias = to_float(bias[gate_row]);
+    up_bias = to_float(bias[up_row]);
+  }
+  T* h = static_cast<T*>(a.out);
+#pragma unroll
+  for (int j = 0; j < kNB; ++j) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = 8 * j + 2 * q + i;  // the C fragment's column: the tile's row
+      if (r >= tile.rows) continue;
+      const float gate = round_to<T>(C::kBias ? add(acc[j][i], gate_bias) : acc[j][i]);
+      const float up = round_to<T>(C::kBias ? add(acc[j][2 + i], up_bias) : acc[j][2 + i]);
+      h[static_cast<long long>(tile.row + r) * C::kI + col] = activation_of<C>(gate, up);
+    }
+  }
+}
+
+/// GEMM2 and the router weight: CTA (tile blockIdx.x, output columns blockIdx.y * 16 kGroups2 ...).
+template <class C, int kNB>
+__global__ void __launch_bounds__(32 * C::kGroups2 * C::kSplit2) experts_gemm2_kernel(ExpertsGemmArgs a) {
+  static_assert(experts::Checks<C>::ok);
+  using namespace experts;
+  using T = typename C::T;
+  constexpr int kGroups = C::kGroups2, kSplit = C::kSplit2, kU = pipeline_depth<kNB>();
+  constexpr int kBlocks = C::kI / kBlockK / kSplit;
+  __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kGroups * 32 * kNB * 4];
+  wait_for_primary();
+  if (blockIdx.x >= static_cast<unsigned>(*a.tile_count)) return;
+  const ExpertsTile tile = a.tiles[blockIdx.x];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int group = warp % kGroups, split = warp / kGroups;
+  const int g = lane / 4, q = lane % 4;
+  const int col = blockIdx.y * (16 * kGroups) + 16 * group + g;  // rows g and g + 8: columns col, col + 8
+  const long long k_offset = static_cast<long long>(split) * kBlocks * kBlockK + 8 * q;
+  const T* w = static_cast<const T*>(a.w) + static_cast<long long>(tile.expert) * C::kH * C::kI;
+  const char* a0 = reinterpret_cast<const char*>(w + static_cast<long long>(col) * C::kI + k_offset);
+  const char* a1 = reinterpret_cast<const char*>(w + static_cast<long long>(col + 8) * C::kI + k_offset);
+  const char* b[kNB];
+  const float scale[kNB] = {};
+#pragma unroll
+  for (int j = 0; j < kNB; ++j) {
+    b[j] = reinterpret_cast<const char*>(static_cast<const T*>(a.x) + static_cast<long long>(tile_row(tile, j, g)) * C::kI + k_offset);
+  }
+  float acc[kNB][4] = {};
+  stream_mma<T, kNB, kU, kBlocks, false>(a0, a1, b, scale, acc);
+  launch_dependents();
+  reduce_splits<kGroups, kSplit, kNB>(acc, scratch);
+  if (split != 0) return;
+  float bias[2] = {0.0f, 0.0f};
+  if constexpr (C::kBias) {
+    const T* b2 = static_cast<const T*>(a.bias) + static_cast<long long>(tile.expert) * C::kH;
+    bias[0] = to_float(b2[col]);
+    bias[1] = to_float(b2[col + 8]);
+  }
+  T* out = static_cast<T*>(a.out);
+#pragma unroll
+  for (int j = 0; j < kNB; ++j) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = 8 * j + 2 * q + i;
+      if (r >= tile.rows) continue;
+      const int row = tile.row + r;
+      long long out_row = row;
+      float weight = 1.0f;
+      if constexpr (!C::kMasked) {
+        out_row = a.sorted[row];
+        if constexpr (!C::kWeightOnInput) weight = a.topk_weights[out_row];
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float v = acc[j][2 * half + i];
+        if constexpr (C::kBias) v = add(v, bias[half]);
+        if constexpr (!C::kMasked && !C::kWeightOnInput) v = mul(v, weight);
+        out[out_row * C::kH + col + 8 * half] = from_float<T>(v);
+      }
+    }
+  }
+}
+
+// ---- the combine ------------------------------------------------------------------------------
+
+/// y[t] = the fp32 sum, in slot order, of o over t's valid slots; a thread a vector of 8 columns.
+template <class C>
+__global__ void __launch_bounds__(experts::kCombineThreads) experts_combine_kernel(ExpertsCombineArgs a) {
+  static_assert(experts::Checks<C>::ok);
+  using T = typename C::T;
+  constexpr int kVectors = C::kH / 8;
+  dependent_launch_prologue();
+  const long long v = static_cast<long long>(blockIdx.x) * experts::kCombineThreads + threadIdx.x;
+  const long long t = v / kVectors;
+  if (t >= a.tokens) return;
+  const long long c = (v - t * kVectors) * 8;
+  float s[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) s[i] = 0.0f;
+#pragma unroll 4
+  for (int k = 0; k < C::kK; ++k) {
+    const long long pair = t * C::kK + k;
+    if (a.position[pair] < 0) continue;
+    const Vec<T, 8> o = load_vec<T, 8>(static_cast<const T*>(a.o) + pair * C::kH + c);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s[i] = add(s[i], to_float(o.v[i]));
+  }
+  Vec<T, 8> y;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) y.v[i] = from_float<T>(s[i]);
+  store_vec<T, 8>(static_cast<T*>(a.y) + t * C::kH + c, y);
+}
+
+}  // namespace moejit

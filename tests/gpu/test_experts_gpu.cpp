@@ -1,0 +1,201 @@
+// The experts op on the GPU against the CPU reference: every shipped model's experts shape at
+// T in {0, 1, 3, 8, 64, 300}, uniform and skewed routing with invalid ids, the exact-activation
+// inputs (the activation stage at its rounding points), an expert map, biases, fp16, int64 ids,
+// the router weight on the input, the masked layout; and the same bits at every run and every
+// CUDA graph replay.
+#include <moejit/error.hpp>
+
+#include "gpu_common.hpp"
+#include "runtime/device.hpp"
+#include "spec/ops/experts.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+using namespace moejit;
+using moejit::test::gpu_context;
+
+namespace {
+
+const reference::OpHarness& harness() { return reference::harness_for("experts"); }
+
+bool has_token_extent(const TensorDecl& d) {
+  return std::ranges::any_of(d.shape, [](const Extent& e) { return e.tokens; });
+}
+
+// Checks `op` at every T of `tokens` on inputs filled once at the largest T (weights are up to
+// tens of GB): the first t rows of the standard layout's token tensors are a call of t tokens.
+void check_prefixes(const Op& op, const std::vector<std::int64_t>& tokens, int variant, std::uint64_t seed) {
+  auto& ctx = gpu_context();
+  const auto& spec = op.spec();
+  const auto& decls = op.tensors();
+  const std::int64_t big = *std::ranges::max_element(tokens);
+  reference::Rng rng(seed);
+  auto master = reference::make_tensors(spec, big);
+  harness().fill_inputs(spec, master, big, rng, variant);
+  const auto device = tools::upload(ctx.driver(), master);
+  detail::Stream stream(ctx.driver());
+  for (const auto t : tokens) {
+    std::vector<reference::HostTensor> want, got;
+    for (std::size_t i = 0; i < decls.size(); ++i) {
+      if (!has_token_extent(decls[i])) {
+        want.push_back(std::move(master[i]));  // weights: lent to this case, returned below
+        got.push_back({master[i].dtype, want.back().shape, {}});
+        continue;
+      }
+      auto prefix = reference::HostTensor::like(decls[i], t);
+      std::memcpy(prefix.data.data(), master[i].data.data(), prefix.bytes());
+      if (decls[i].role == TensorRole::output) prefix.fill_bytes(tools::kPoison);
+      want.push_back(prefix);
+      got.push_back(std::move(prefix));
+    }
+    for (std::size_t i = 0; i < decls.size(); ++i) {
+      if (decls[i].role != TensorRole::output) continue;
+      MOEJIT_CU(ctx.driver(), cuMemsetD8Async(device.buffers[i].address(), static_cast<unsigned char>(tools::kPoison),
+                                              device.buffers[i].bytes(), stream.get()));
+    }
+    op.launch(device.bindings, t, stream.get());
+    stream.synchronize();
+    for (std::size_t i = 0; i < decls.size(); ++i) {
+      if (decls[i].role == TensorRole::output) device.buffers[i].download(got[i].data.data(), got[i].bytes());
+    }
+    harness().run(spec, want, t);
+    const auto failures = harness().compare(spec, want, got, t);
+    for (std::size_t i = 0; i < decls.size(); ++i) {
+      if (!has_token_extent(decls[i])) master[i] = std::move(want[i]);
+    }
+    if (failures.empty()) continue;
+    std::string text;
+    for (const auto& f : failures) text += "  " + f + "\n";
+    FAIL_CHECK("op " << spec.canonical_json() << "\nvariant " << variant << " T=" << t << " seed " << seed << "\n" << text);
+  }
+}
+
+// The shipped specs: of this source tree, or (a binary carried to another machine) of the
+// repository the tests run in.
+std::string specs_dir() {
+  const std::string built = MOEJIT_SOURCE_DIR "/specs";
+  return std::filesystem::is_directory(built) ? built : "specs";
+}
+
+std::vector<std::shared_ptr<const OpSpec>> shipped_experts(bool masked) {
+  std::vector<std::shared_ptr<const OpSpec>> ops;
+  for (const auto& file : spec_files(std::vector<std::string>{specs_dir()})) {
+    for (const auto& op : load_spec(file).ops) {
+      const auto* e = dynamic_cast<const ExpertsSpec*>(op.get());
+      if (e && e->masked() == masked) ops.push_back(op);
+    }
+  }
+  return ops;
+}
+
+std::vector<std::string> jsons_of(const std::vector<std::shared_ptr<const OpSpec>>& ops) {
+  std::vector<std::string> out;
+  for (const auto& op : ops) out.push_back(op->canonical_json());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("experts of every shipped model match the reference at decode and small prefill", "[gpu][experts]") {
+  const auto ops = test::warm(jsons_of(shipped_experts(false)));
+  REQUIRE_FALSE(ops.empty());
+  std::uint64_t seed = 1;
+  for (const auto& spec : ops) {
+    INFO(spec->canonical_json());
+    const auto op = gpu_context().load(spec);
+    check_prefixes(*op, {0, 1, 3, 8, 64, 300}, 0, seed++);  // uniform routing
+    check_prefixes(*op, {1, 3, 64, 300}, 1, seed++);        // slot 0 on one expert, invalid ids
+    check_prefixes(*op, {1, 8, 64}, 2, seed++);             // the activation stage, exactly
+  }
+}
+
+TEST_CASE("experts: expert map, biases, fp16, int64 ids, weight on input, every activation kind", "[gpu][experts]") {
+  const auto ops = test::warm({
+      R"({"op": "experts", "hidden": 256, "intermediate": 128, "num_experts": 12, "topk": 4, "global_experts": 40, "activation": {"kind": "silu"}})",
+      R"({"op": "experts", "hidden": 320, "intermediate": 192, "num_experts": 9, "topk": 3, "bias": true, "activation": {"kind": "swiglu_oai", "interleaved": true}})",
+      R"({"op": "experts", "hidden": 512, "intermediate": 256, "num_experts": 16, "topk": 2, "dtype": "fp16", "ids_dtype": "int64", "activation": {"kind": "gelu"}})",
+      R"({"op": "experts", "hidden": 448, "intermediate": 64, "num_experts": 5, "topk": 1, "apply_router_weight_on_input": true, "activation": {"kind": "gelu_tanh"}})",
+      R"({"op": "experts", "hidden": 1024, "intermediate": 320, "num_experts": 33, "topk": 7, "activation": {"kind": "situ", "beta": 4.0, "linear_beta": 25.0}})",
+      R"({"op": "experts", "hidden": 2048, "intermediate": 768, "num_experts": 64, "topk": 6, "apply_router_weight_on_input": true, "bias": true, "dtype": "fp16", "activation": {"kind": "situ", "beta": 1.5}})",
+  });
+  std::uint64_t seed = 100;
+  for (const auto& spec : ops) {
+    INFO(spec->canonical_json());
+    const auto op = gpu_context().load(spec);
+    for (int variant = 0; variant < 3; ++variant) check_prefixes(*op, {0, 1, 3, 8, 64, 300, 1000}, variant, seed++);
+  }
+}
+
+TEST_CASE("masked experts compute each expert's first count rows and leave the rest", "[gpu][experts]") {
+  auto ops = shipped_experts(true);
+  std::vector<std::string> jsons = jsons_of(ops);
+  jsons.push_back(R"({"op": "experts", "layout": "masked", "hidden": 512, "intermediate": 192, "num_experts": 7, "max_tokens": 300, "bias": true, "activation": {"kind": "swiglu_oai"}})");
+  jsons.push_back(R"({"op": "experts", "layout": "masked", "hidden": 256, "intermediate": 128, "num_experts": 3, "max_tokens": 64, "dtype": "fp16", "activation": {"kind": "situ", "beta": 4.0, "linear_beta": 25.0}})");
+  const auto warmed = test::warm(jsons);
+  std::uint64_t seed = 300;
+  for (const auto& spec : warmed) {
+    INFO(spec->canonical_json());
+    const auto op = gpu_context().load(spec);
+    const auto max = spec->max_tokens();
+    for (int variant = 0; variant < 3; ++variant) {
+      for (const std::int64_t t : {std::int64_t{1}, std::int64_t{7}, std::min<std::int64_t>(max, 64)}) {
+        // Hints only size the launch: none, the right one, a wrong one.
+        for (const std::int64_t hint : {std::int64_t{0}, std::max<std::int64_t>(1, t / 2), 4 * t}) {
+          test::check(*op, {variant, t, seed++, {.expected_rows = hint}});
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("experts give the same bits at every run and every CUDA graph replay", "[gpu][experts]") {
+  const auto ops = test::warm({R"({"op": "experts", "hidden": 2048, "intermediate": 768, "num_experts": 128, "topk": 8, "activation": {"kind": "silu"}})"});
+  auto& ctx = gpu_context();
+  const auto op = ctx.load(ops[0]);
+  for (const std::int64_t tokens : {std::int64_t{5}, std::int64_t{300}}) {
+    reference::Rng rng(7);
+    auto host = reference::make_tensors(*ops[0], tokens);
+    harness().fill_inputs(*ops[0], host, tokens, rng, 1);
+    const auto device = tools::upload(ctx.driver(), host);
+    const std::size_t y = host.size() - 1;
+    detail::Stream stream(ctx.driver());
+    std::vector<std::byte> first(host[y].bytes()), again(host[y].bytes());
+    for (int run = 0; run < 10; ++run) {
+      op->launch(device.bindings, tokens, stream.get());
+      stream.synchronize();
+      device.buffers[y].download((run ? again : first).data(), first.size());
+      if (run) CHECK(again == first);
+    }
+    const detail::Graph graph(ctx.driver(), stream, [&] {
+      for (int i = 0; i < 3; ++i) op->launch(device.bindings, tokens, stream.get());
+    });
+    for (int replay = 0; replay < 5; ++replay) {
+      MOEJIT_CU(ctx.driver(), cuMemsetD8Async(device.buffers[y].address(), 0x5A, first.size(), stream.get()));
+      graph.launch(stream);
+      stream.synchronize();
+      device.buffers[y].download(again.data(), again.size());
+      INFO("T=" << tokens << " replay " << replay);
+      CHECK(again == first);
+    }
+  }
+}
+
+TEST_CASE("experts launches allocate nothing", "[gpu][experts]") {
+  const auto ops = test::warm({R"({"op": "experts", "hidden": 256, "intermediate": 128, "num_experts": 8, "topk": 2, "activation": {"kind": "silu"}})"});
+  auto& ctx = gpu_context();
+  const auto op = ctx.load(ops[0]);
+  reference::Rng rng(3);
+  auto host = reference::make_tensors(*ops[0], 64);
+  harness().fill_inputs(*ops[0], host, 64, rng, 0);
+  const auto device = tools::upload(ctx.driver(), host);
+  detail::Stream stream(ctx.driver());
+  op->launch(device.bindings, 64, stream.get());
+  const long before = test::g_allocations.load();
+  for (int i = 0; i < 5; ++i) op->launch(device.bindings, 64, stream.get());
+  CHECK(test::g_allocations.load() == before);
+  stream.synchronize();
+}
