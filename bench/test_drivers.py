@@ -193,6 +193,8 @@ class Activation(unittest.TestCase):
                  for op in ("silu_2048", "situ_3072") for t in bench_activation.TOKENS + [30, 256, 960, 2048]]
         masked = [result("silu_2048_masked", 64, 4.0, 1, {"num_experts": 8}, inputs="half-full"),
                   result("silu_2048_masked", 64, 3.5, 1, {"num_experts": 8}, hot=["expert_num_tokens"], inputs="half-full"),
+                  result("silu_2048_masked", 512, 9.0, 1, {"num_experts": 8}, inputs="half-full"),
+                  result("silu_2048_masked", 512, 8.0, 1, {"num_experts": 8}, hot=["expert_num_tokens"], inputs="half-full+hint"),
                   result("silu_2048_masked_e256", 256, 5.0, 1, {"num_experts": 256}, inputs="few")]
         y = common.yardsticks(4000.0, [fake_run(dense)])
         torch_times = {"silu_2048": {t: {"compile": 10.0, "dynamic": 20.0, "eager": 30.0} for t in bench_activation.TOKENS}}
@@ -202,13 +204,17 @@ class Activation(unittest.TestCase):
         lines = bench_activation.dense_table(rows).splitlines()
         self.assertEqual(lines[0].count("|"), len(bench_activation.HEADERS) + 1)
         m = bench_activation.masked_rows(common.by_op_tokens(fake_run(dense), fake_run(masked)))
-        self.assertEqual(len(m), 2)
-        half = next(r for r in m if r["inputs"] == "half-full")
+        self.assertEqual(len(m), 4)
+        half = next(r for r in m if r["inputs"] == "half-full" and r["t_max"] == 64)
         self.assertEqual((half["real_rows"], half["dense_us"], half["masked_hot_us"]), (256, 1.0 + 256 / 100, 3.5))
         few = next(r for r in m if r["inputs"] == "few")
         self.assertEqual((few["real_rows"], few["dense_us"]), (960, 1.0 + 960 / 100))
         self.assertIn("+", bench_activation.masked_table(m))
-        self.assertIn("masked, half full: at worst", bench_activation.summary(rows, m, y)[-1])
+        hinted = next(r for r in m if r["inputs"] == "half-full+hint")
+        self.assertEqual((hinted["real_rows"], hinted["masked_us"], hinted["dense_us"]), (2048, 8.0, 1.0 + 2048 / 100))
+        lines = bench_activation.summary(rows, m, y)
+        self.assertIn("masked, half-full, >= 1024 real rows: at worst", lines[-2])
+        self.assertIn("masked, half-full+hint, >= 1024 real rows: at worst", lines[-1])
 
 
 class LatentTail(unittest.TestCase):
