@@ -1,11 +1,16 @@
 #pragma once
-// The routing block kernel: one token per block (routing.cuh has the design).
+// The routing block kernel (routing_block_kernel): one token per block, for few tokens with many
+// experts. Up to 512 experts and top-32 (the rank-tree tiling) each thread holds one expert's key
+// and the top K comes from a tree of shared-memory rank counts (rank_sets), with no dependent
+// selection rounds on the critical path; grouped routing runs here only with that tiling (at
+// most 32 groups). Otherwise each warp selects the top K of its experts by select_topk_split and
+// one rank-count pass merges the warps' candidates; experts are taken in chunks when a block
+// cannot hold them all in registers.
 
 #include "routing_select.cuh"
 
 namespace moejit {
 
-// ---- one token per block -----------------------------------------------------------------
 template <class C>
 __global__ void __launch_bounds__(C::kBlockWarps * 32, 1) routing_block_kernel(RoutingArgs a) {
   dependent_launch_prologue();

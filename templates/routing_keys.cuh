@@ -1,6 +1,14 @@
 #pragma once
-// Routing keys, scores and weights: what an expert's key is, how a logit becomes one, and
-// the weights and stores of a token's selection (routing.cuh has the design).
+// Routing keys, scores and weights (numerics.md "routing" rules 1, 2, 5, 6): an expert's key,
+// how its logit becomes one, and the weights and stores of a token's selection.
+//
+// Every expert gets one 64-bit key: (class, or orderable bits of its fp32 selection value, plus 3)
+// << 32 | (0xFFFF - expert). A larger key wins, so a max-reduction is an arg-max with the
+// lower-index tie rule, and keys are unique. The classes sit below every finite key: 2 = invalid
+// (non-finite logit or value; the NaN it is made into has orderable bits 0xFFFFFFFF, which the +3
+// wraps to 2, so validity costs no test), 1 = expert of a group that was not kept, 0 = empty slot.
+// Softmax sums exp(x - max) as fixed point (2^-47 units, integer adds), so the sum has the same
+// bits in any reduction order, in every kernel and in the CPU reference.
 
 #include "common.cuh"
 #include "routing_args.h"
@@ -63,8 +71,7 @@ __device__ __forceinline__ u64 pack(u32 hi, int expert) {
 __device__ __forceinline__ int expert_of(u64 key) { return static_cast<int>(0xFFFFu - static_cast<u32>(key)); }
 __device__ __forceinline__ bool valid_key(u64 key) { return static_cast<u32>(key >> 32) >= kFirstValid; }
 /// The selection value a key's upper half stands for; the invalid and excluded classes count as
-/// -inf (rule 3's group scores).
-/// fmaxf drops the classes' NaN for -inf: one FMNMX instead of a compare and a select.
+/// -inf (rule 3's group scores): fmaxf turns their NaN into -inf in one FMNMX.
 __device__ __forceinline__ float value_of(u32 hi) { return fmaxf(value_of_key(hi), neg_inf()); }
 
 // ---- scores (numerics.md rule 1), identical in every kernel --------------------------------
@@ -115,11 +122,10 @@ __device__ __forceinline__ u32 key_hi_of_score(float x, float c, float b, u32 ta
   // -0.0 -> +0.0: equal keys must tie. Only a raw logit can be -0: every score is +0 or above
   // (and s + b is -0 only when both are).
   if constexpr (C::kScoring == Scoring::none) c = add(c, 0.0f);
-  // x * 0 + c is c when x and c are finite (c is never -0, so adding a -0 or +0 product keeps
-  // its bits), else NaN or (c infinite) inf; v * 0 + v then turns inf into NaN too. Two FMAs
-  // instead of a finite test and a select: the ALU pipe is what bounds large T, the FMA pipe
-  // runs at a fifth of its peak. Without a bias c is finite for every finite x (a score, or
-  // the logit itself), so one FMA is enough.
+  // x * 0 + c is c when x and c are finite (c is never -0, so a -0 or +0 product keeps its
+  // bits), else NaN, or inf when c is; v * 0 + v then turns inf into NaN too. FMAs instead of a
+  // finite test and a select: the ALU pipe bounds large T, the FMA pipe runs at a fifth of its
+  // peak. Without a bias c is finite for every finite x, so one FMA is enough.
   float v = __fmaf_rn(x, 0.0f, c);
   if constexpr (C::kHasBias) v = __fmaf_rn(v, 0.0f, v);
   if constexpr (kTag) {
@@ -152,6 +158,8 @@ __device__ __forceinline__ float key_weight(u64 key, const void* logits, long lo
   }
 }
 
+// ---- a token's selection: weights and stores -------------------------------------------------
+/// Ranks of the top kK that each of a token's kLanes lanes holds: lane l has l, l + kLanes, ...
 template <int kLanes, int kK>
 constexpr int kRanksOf = (kK + kLanes - 1) / kLanes;
 
@@ -206,6 +214,7 @@ __device__ __forceinline__ void finish_row(const u64 (&sel)[kRanksOf<kLanes, C::
   }
 }
 
+/// The contract's legality, asserted by every routing kernel.
 template <class C>
 struct RoutingChecks {
   static_assert(C::kE >= 1 && C::kE <= 65535, "1 <= E <= 65535 (the packed index)");

@@ -1,6 +1,18 @@
 #pragma once
-// Routing selection: reductions over a token's lanes, the choice of groups, and the top-K
-// algorithms the kernels share (routing.cuh has the design).
+// Routing selection: reductions over a token's lanes, rule 3's choice of groups, and the top-K
+// algorithms both kernels share, so that they select the same keys.
+//
+// Top-K takes K maxima in turn: each lane keeps its best few keys sorted (its cache), the lanes
+// of a token reduce their heads (redux.sync on a full warp), and the lane that held the winner
+// pops it, rescanning its keys below the winner only when its cache is used up.
+// select_topk_split holds keys as two 32-bit halves (upper half, expert); on a whole warp a round
+// reduces the upper halves only and a tie between lanes (bitwise-equal keys) is only counted,
+// after which the exact rounds (a second reduction for the lowest expert) run again.
+// select_topk_tagged does the same for up to 4 keys a lane without a bias, the slot riding in a
+// key's low bits. Each round's pair goes to shared memory and the lane of its rank reads it back
+// after the last round. rank_sets selects by rank counts in shared memory instead: one parallel
+// pass, no dependent rounds (the block kernel's tree and merge). A group is kept when fewer than
+// TG group scores beat it (group_kept: one shuffle a group, no selection rounds).
 
 #include "routing_keys.cuh"
 
@@ -157,12 +169,6 @@ __device__ __forceinline__ void insert_top_split(u32 (&ch)[kCache], u32 (&cx)[kC
   cx[0] = top ? x : cx[0];
 }
 
-/// select_topk on keys held in two 32-bit halves (half the instructions of 64-bit compares and
-/// selects): hi(s) is slot s's upper half (0 for none), expert(s) its expert, rising with s
-/// (kNoExpert for none). Upper halves are >= 1 for every expert (the class of an excluded one
-/// is 1), so an empty cache entry (0, kNoExpert) is below every key. Each round takes the
-/// largest upper half over the lanes, then the lowest expert among the lanes that hold it: the
-/// same order, and the same results, as select_topk on pack(hi, expert).
 /// One step of a stable sorting network on (upper half, expert) pairs: swaps entries i < j when
 /// j's upper half is larger.
 __device__ __forceinline__ void exchange_split(u32& hi_i, u32& x_i, u32& hi_j, u32& x_j) {
@@ -174,14 +180,13 @@ __device__ __forceinline__ void exchange_split(u32& hi_i, u32& x_i, u32& hi_j, u
   x_j = swap ? x : x_j;
 }
 
-/// *p = (a, b) in the lanes where `store` holds, p in shared memory: one predicated store. (With
-/// `if (store) *p = ...` ptxas rebuilt p's address under the predicate at every round, ~7
-/// instructions: Kimi-K2 +55 instructions a token.)
-/// A fast round's store: one lane, or in a tie several lanes with different experts in the one
-/// instruction -- then one of them lands (CUDA programming guide, SIMT architecture) and the
-/// exact rounds rewrite every record after a __syncwarp. compute-sanitizer's racecheck reports
-/// those same-instruction writes of a tie as hazards, and no other hazard in the warp kernel
-/// (bench/results/2026-12-02-d/race).
+/// *p = (a, b) in the lanes where `store` holds, p in shared memory, as one predicated store:
+/// with `if (store) *p = ...` ptxas rebuilt p's address under the predicate every round (~7
+/// instructions). A fast round's store is one lane's, or in a tie several lanes' in the one
+/// instruction; then one of them lands (CUDA programming guide, SIMT architecture) and the exact
+/// rounds rewrite every record after a __syncwarp.
+/// NOTE: compute-sanitizer's racecheck reports those same-instruction writes of a tie as hazards;
+/// they are the only ones it finds in the warp kernel.
 __device__ __forceinline__ void store_if(bool store, uint2* p, u32 a, u32 b) {
   asm volatile(
       "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p st.shared.v2.u32 [%1], {%2, %3};\n\t}" ::"r"(
@@ -205,36 +210,22 @@ struct Flag {
   static constexpr bool value = kValue;
 };
 
-/// One selection round of select_topk_split: the largest upper half over the lanes, the lowest
-/// expert among the lanes that hold it, recorded at rec[k] in shared memory; the lane that held
-/// the winner pops it and, when its cache is used up, rescans its keys below the winner (or,
-/// where kLazyFor holds, takes its next lazy key).
-/// What a rescan refills: the next key only, or the cache's kCache keys. H200, one run beside
-/// each other (bench/results/2026-11-29-e/refill-one): one key is faster for Kimi-K3 (28 slots a
-/// lane; T=4/64/128 4.46/4.50/4.62 -> 3.92/3.97/4.18 us, T=16384 45.0 -> 44.3), GLM-4.5 (5; T=1
-/// 2.29 -> 2.07, T=128 2.50 -> 2.21) and Qwen3 (4; within 0.1 us, 16384 11.47 -> 11.34), slower
-/// for DeepSeek-V3 (8; T=1 2.25 -> 2.63, 16384 17.9 -> 18.8) and Kimi-K2 (12; T=1 2.23 -> 2.46).
+/// What a rescan refills: the next key only (one max pass over the slots), or the whole cache.
+/// Measured on the H200, the next key is faster from 16 slots a lane up and at 5 or fewer, the
+/// whole cache in between (DeepSeek-V3, 8 slots, T=1: 2.25 us against 2.63).
 template <int kSlots>
 constexpr bool kRefillOneFor = kSlots >= 16 || kSlots <= 5;
 
-/// Fast rounds with 16 or more slots a lane (Kimi-K3: 28) keep two more keys a lane by value
-/// only: the cache fill also takes the lane's fifth- and sixth-largest upper halves (what its
-/// insertions drop: a min and a max a slot, two more for the sixth), a lane's fourth and fifth
-/// wins make them its head with the expert kUnresolved, and the records of such wins get their
-/// experts after the last round (resolve_lazy_records). Before, a fourth win rescanned the lane's
-/// 28 keys on the rounds' chain: ~170 ALU instructions, ~360 cycles for a lone warp (the ALU
-/// pipe takes a warp instruction every two cycles; clock64 per phase in a diagnostic build,
-/// bench/results/2026-12-01-e/diag*). The bias crowds the best keys: in the bench's Kimi-K3
-/// inputs a lane wins four rounds in 1 of 4 tokens at T=4, 2 of 64, 18 of 128 (five in 3), and
-/// one such token makes the whole call wait. H200 (2026-12-01-e/lazy-keys): T=4/64/128/256
-/// 3.19/3.25/3.46/3.32 -> 3.08/3.16/3.38/3.25 us, T=1/8 2.98/3.05 -> 3.01/3.10, but T=1024 5.28 ->
-/// 5.38 and T=16384 37.9 -> 41.2 (the fill's four instructions a slot). A sixth win (its lazy keys
-/// used up) and two keys of a lane with the same upper half around a lazy key run the exact
-/// rounds again, like a tie. (Rescans or resolution inside the rounds cost ~0.17 us on every call
-/// in every form tried, unexplained: 2026-12-01-e/lazy-*.)
-/// Only in the warp kernel compiled with Refill::lazy (kLazyKeys), which the launcher takes up to
-/// a token count measured on the H200 (runtime/routing_crossover.json: above it the fill's extra
-/// instructions cost more than the rescans they save).
+/// Lazy keys (fast rounds, 16 or more slots a lane): the cache fill also keeps the lane's fifth-
+/// and sixth-largest upper halves (what its insertions drop) by value only; a lane's fourth and
+/// fifth wins make them its head with the expert kUnresolved, and those records get their experts
+/// after the last round (resolve_lazy_records). Otherwise a fourth win rescans the lane's keys on
+/// the rounds' dependency chain (~360 cycles for a lone warp at 28 slots), and with a bias
+/// crowding the best keys into few lanes one such token makes the whole call wait. A sixth win, or
+/// two keys of a lane with the same upper half around a lazy key, run the exact rounds again, like
+/// a tie. The fill costs instructions on every token, so only the warp kernel compiled with
+/// Refill::lazy has it, and the launcher takes that one up to a token count measured on the H200
+/// (runtime/routing_crossover.json).
 template <int kLanes, int kSlots, int kCache, bool kFast, bool kLazyKeys>
 constexpr bool kLazyFor = kLazyKeys && kFast && kLanes == 32 && kSlots >= 16 && kCache == 4;  // (one-key rescans at 16+)
 
@@ -282,6 +273,10 @@ __device__ __forceinline__ void resolve_lazy_records(bool unresolved, const HiOf
   __syncwarp();
 }
 
+/// One selection round of select_topk_split: the largest upper half over the lanes, the lowest
+/// expert among the lanes that hold it, recorded at rec[k] in shared memory; the lane that held
+/// the winner pops it and, when its cache is used up, rescans its keys below the winner (or,
+/// where kLazyFor holds, takes its next lazy key).
 /// kPop: the round is not the last (the winner is popped). may_refill: a cache may be used up by
 /// this round (a lane caching kCache keys wins kCache rounds first, and a cache holding all its
 /// lane's keys never runs out); a constant wherever the rounds are unrolled.
@@ -320,12 +315,10 @@ __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiO
   // Whether this pop uses the lane's cache up, from the cache before the pop: off the chain
   // from the reduction to the refill branch.
   const bool used_up = won & (kCache == 1 || cx[kCache > 1 ? 1 : 0] == kNoExpert);  // (&: no short circuit)
-  // The pop by selects rather than a branch around it: a divergent branch here cost more than
-  // the shift (ncu, Kimi-K3: 13 moves and 5 branch instructions per round). NOTE: a
-  // warp-uniform branch (__any_sync) around the rescan made ptxas spill for sm_100a
-  // (Kimi-K3-sized, bf16 logits); the lane's own branch does not. A ballot every round with
-  // the lowest-expert reduction in a uniform branch (2026-12-01-b/rounds) and no refills in the
-  // fast rounds (a used-up cache forcing the exact rounds, 2026-12-01-d/no-refill) were slower.
+  // The pop by selects rather than a branch around it: a divergent branch here costs more than
+  // the shift (ncu, Kimi-K3: 13 moves and 5 branch instructions a round).
+  // NOTE: a warp-uniform branch (__any_sync) around the rescan makes ptxas spill on sm_100a
+  // (Kimi-K3-sized, bf16 logits); the lane's own branch does not.
 #pragma unroll
   for (int i = 0; i + 1 < kCache; ++i) {
     ch[i] = won ? ch[i + 1] : ch[i];
@@ -351,9 +344,8 @@ __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiO
   if (used_up) {
     if constexpr (kRefillOne) {
       // The next key below the winner only: one max pass over the slots (~7 instructions a slot
-      // instead of a kCache insertion's ~21 for Kimi-K3); a lane that wins again rescans again.
-      // Slots rise in expert order, so of equal upper halves the first one stays. (A tree of
-      // pairwise maxima instead of this chain was no faster: bench/results/2026-12-01-b/rescan.)
+      // instead of a kCache insertion's ~21); a lane that wins again rescans again. Slots rise in
+      // expert order, so of equal upper halves the first one stays.
       u32 bh = 0, bx = kNoExpert;
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
@@ -383,9 +375,9 @@ __device__ __forceinline__ u32 selection_round(int k, bool may_refill, const HiO
 /// largest upper half over the lanes, then the lowest expert among the lanes that hold it: the
 /// same order, and the same results, as select_topk on pack(hi, expert) -- on a whole warp the
 /// second step only when the first found a tie (selection_round's kFast).
-/// rec: kK pairs of shared memory for the token's lanes (they all store the same pair each round:
-/// one store instead of the rank lane's compare and two selects, ~3 of the ALU pipe's ~20
-/// instructions a round; that pipe is what bounds large T, ncu: 68-80% of its peak).
+/// rec: kK pairs of shared memory for the token's lanes. In the exact rounds every lane stores
+/// the same pair: one store instead of the rank lane's compare and two selects (~3 of a round's
+/// ~20 ALU instructions, the pipe that bounds large T).
 /// Returns the best key's upper half (the same in every lane of the token).
 template <int kLanes, int kSlots, int kK, int kCache, bool kLazyKeys = false, class HiOf, class ExpertOf>
 __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf& expert, int lane, uint2* rec,
@@ -432,9 +424,9 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
       }
     } else {
       top = selection_round<kLanes, kSlots, kK, kCache, true, kFast, kLazyKeys>(0, kRefills && kCache == 1, hi, expert, ch, cx, rec, wins, last_holders, lazy);
-      // Up to 16 rounds by two: a loop of one round was slower (Kimi-K3 T=128 3.54 vs 3.43
-      // us), all rounds unrolled slower still at small T (the refill code of every round: 3.76).
-      // More rounds by one (by two, ptxas spilled for 512 experts, top 32, sm_100a).
+      // Up to 16 rounds, two a loop iteration: one an iteration is slower (Kimi-K3 T=128: 3.54
+      // against 3.43 us), and full unrolling slower still at small T (every round's refill code).
+      // NOTE: more rounds go one an iteration: two make ptxas spill (512 experts, top 32, sm_100a).
       constexpr int kBy = kK <= 16 ? 2 : 1;
 #pragma unroll(kBy)
       for (int k = 1; k + 1 < kK; ++k)
@@ -447,8 +439,8 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
   // A whole warp: the rounds without the tie rule's second reduction, and only when two lanes
   // held the same largest upper half in some round (rare: bitwise-equal keys of different
   // experts), the exact rounds again.
-  // Up to 16 rounds: with both sets of rounds in one kernel, more made ptxas spill (512 experts,
-  // top 32, 32 groups on sm_100a), and the rounds' latency matters most at small K anyway.
+  // NOTE: up to 16 rounds only: with both sets of rounds in one kernel, more make ptxas spill
+  // (512 experts, top 32, 32 groups, sm_100a); the rounds' latency matters most at small K anyway.
   u32 top;
   if constexpr (kLanes == 32 && kK <= 16) {
     top = rounds(Flag<true>{});
@@ -570,8 +562,10 @@ __device__ __forceinline__ int rank_sets(const u64* __restrict__ src, u64* __res
 
 }  // namespace routing
 
-/// Keys a lane caches in select_topk_split for kSlots keys a lane (WarpLayout's note has the
-/// measurements). Up to 4 keys a lane the cache holds them all: no round tests for a rescan.
+/// Keys a lane caches in select_topk_split for kSlots keys a lane: up to 4 it holds them all (no
+/// round tests for a rescan); beyond, a larger cache lengthens every round's pops and insertions
+/// and a smaller one rescans more often. Measured on the H200 (Kimi-K3, 28 slots, T=16384: 56.1 us
+/// with four, 63.5 with five).
 template <int kSlots>
 constexpr int kCacheFor = kSlots <= 4 ? kSlots : (kSlots >= 16 ? 4 : 3);
 

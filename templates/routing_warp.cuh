@@ -1,11 +1,18 @@
 #pragma once
-// The routing warp kernel: one token per kLanes lanes (routing.cuh has the design).
+// The routing warp kernel (routing_warp_kernel): one token per kLanes lanes, several tokens a
+// warp when E is small. A lane's experts are read as vectors of kVec (16 bytes, or narrower where
+// the row or the slots need), laid out so that each load instruction of a warp reads one
+// contiguous stretch of the row; its keys are held as upper halves (the expert is the slot's) and
+// selected by select_topk_split, or by select_topk_tagged for up to 4 keys a lane without a bias.
+// Grouped selection lives here only: group scores by shuffles when groups align with the vectors,
+// else through shared memory. A contract compiles up to three of these kernels: vector loads,
+// element loads (pointers not aligned for vectors), and vector loads with lazy keys (Refill::lazy,
+// which the launcher takes up to a measured token count).
 
 #include "routing_select.cuh"
 
 namespace moejit {
 
-// ---- one token per kLanes lanes ------------------------------------------------------------
 /// How the warp kernel reads logits and bias: as vectors (pointers aligned for them) or one
 /// element at a time.
 enum class Loads { vectors, elements };
@@ -35,16 +42,8 @@ struct WarpLayout {
               C::kGroupSize / kVec <= C::kLanes
           ? C::kGroupSize / kVec
           : 0;
-  // Cached keys per lane in the selection: a lane rescans its keys when it has won as many
-  // rounds as it caches. H200, T=16384 (bench/results/2026-11-29-d/cache-sizes): Kimi-K3 (28
-  // experts per lane) 56.1 us with four, 63.5 with five, 68.0 with six; Kimi-K2 (12) 22.2 with
-  // three, 24.1 with four; DeepSeek-V3 (8) 21.6 with three, 22.8 with four; GLM-4.5 (5) and
-  // Qwen3 (4) 14.0-14.2 and 13.6-13.7 with two or three (three: 0.1 us faster at T=1024).
-  // Again after the fifth session's changes (2026-11-29-e/loads-split): two instead of three
-  // slower for DeepSeek-V3 (T=16384 18.1 -> 19.5) and Qwen3 (11.5 -> 11.8); GLM-4.5 faster at
-  // T <= 128 (2.30 -> 2.10) but not at 16384 (12.0 -> 12.1). Kimi-K3 (2026-11-29-e/k3-cache-ds-regs-rejected):
-  // five or six remove the rescans that make T=64..128 slower than T=16 (4.5-4.6 us -> 4.0 with
-  // six) but cost T=1 (3.73 -> 3.90) and T=16384 (44.9 -> 49.7 with five, 56.0 with six).
+  // Cached keys per lane in the selection (kCacheFor): a lane rescans its keys once it has won
+  // as many rounds as it caches.
   static constexpr int kCache = kCacheFor<kSlots>;
   // select_topk_tagged: keys of a score with no bias (all +0 or above), one vector of 1, 2 or 4
   // experts a lane (expert(0) + slot, expert(0) a multiple of the vector width).
@@ -82,25 +81,23 @@ __device__ __forceinline__ void load_row(const void* p, long long row_base, int 
   }
 }
 
-/// One token per kLanes lanes; kLoads: how logits and bias are read. Compiled once for each
-/// when the contract's tiling has vector loads: before, one kernel tested the pointers and ptxas
-/// issued both kinds of loads (the untaken predicated) on every call, ~20 instructions per token
-/// and 0.3 us at T=1 (DeepSeek-V3: 2.62 -> 2.33, bench/results/2026-11-29-e/loads-split). The
-/// element-by-element kernel beside a vector one (the rare one) asks for one resident block only:
-/// with ptxas's own register target its larger live set spilled (Kimi-K3-sized, sm_90a).
 /// Resident blocks asked of ptxas for the warp kernel: a register budget of 40 + the values a
-/// lane holds per key (logit, bias, softmax's exp). Unconstrained, ptxas keeps fewer registers
-/// by issuing some of the row's vector loads only after the first keys' math, a second memory
-/// round trip per token (DeepSeek-V3, H200: T=1 2.24 -> 2.42 us); with a budget it issues them
-/// all first (bench/results/2026-12-01-b/load-budget). Above 16 keys a lane (Kimi-K3) the loads
-/// do not fit beside the keys and no budget was faster than ptxas's own choice, except with two
-/// ranks a lane (K > 32), where ptxas's own choice spilled (sm_100a, 1024 experts, top 64).
+/// lane holds per key (logit, bias, softmax's exp). Unconstrained, ptxas saves registers by
+/// issuing some of the row's loads only after the first keys' math, a second memory round trip a
+/// token (DeepSeek-V3, H200, T=1: 2.24 -> 2.42 us); with a budget it issues them all first. Above
+/// 16 keys a lane the loads do not fit beside the keys and ptxas's own choice is the fastest,
+/// except with two ranks a lane (K > 32), where it spills (sm_100a, 1024 experts, top 64).
 template <class C>
 constexpr int kWarpMinBlocks =
     C::kWarpSlots > 16
         ? (C::kK > 32 ? 1 : 0)
         : 65536 / (C::kWarpsPerBlock * 32 *
                    ((1 + (C::kHasBias ? 1 : 0) + (C::kScoring == Scoring::softmax ? 1 : 0)) * C::kWarpSlots + 40));
+/// One token per kLanes lanes; kLoads: how logits and bias are read. A kernel for each where the
+/// tiling has vector loads: one kernel that tested the pointers would issue both kinds of loads
+/// (the untaken predicated) on every call, ~20 instructions a token. The element kernel beside a
+/// vector one (the rare one) asks for one resident block: with ptxas's own register target its
+/// larger live set spills (Kimi-K3-sized, sm_90a).
 template <class C, Loads kLoads, Refill kRefill = Refill::rescan>
 __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::elements && C::kWarpVec > 1 ? 1 : kWarpMinBlocks<C>) routing_warp_kernel(RoutingArgs a) {
   dependent_launch_prologue();
@@ -131,7 +128,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
   // Sigmoid scores with a bias: a selected expert's weight is its score, not its key. Each lane
   // leaves its scores in shared memory (vector stores) for the finish, instead of the finish
   // reloading the logit and computing the sigmoid again: a dependent memory round trip and ~16
-  // instructions a token (Kimi-K3 T=1 3.74 -> 3.46 us, bench/results/2026-12-01-b/scores-shared).
+  // instructions a token.
   constexpr bool kScoresShared = C::kScoring == Scoring::sigmoid && C::kHasBias;
   __shared__ __align__(16) float s_score[kScoresShared ? C::kWarpsPerBlock * (32 / kLanes) : 1][kScoresShared ? C::kE : 1];
 
@@ -193,8 +190,8 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
   if constexpr (C::kScoring == Scoring::sigmoid) {
     // The sigmoid's reciprocal without its range check (rcp_fast); the rare y it does not cover
     // (x < -87.3, or x not finite) are redone with __frcp_rn behind one branch per lane, on
-    // logits and bias loaded again (from cache): holding them across the branch instead cost
-    // registers (Kimi-K3 80 -> 124) and time (T=16384 52.1 -> 57.6 us).
+    // logits and bias loaded again (from cache): holding them across the branch costs registers
+    // (Kimi-K3: 80 -> 124).
     u32 y_max = 0;  // y >= 1 or NaN: as bits, NaN and y >= 2^126 are the largest
 #pragma unroll
     for (int j = 0; j < L::kVecs; ++j) {
@@ -364,13 +361,13 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
   if constexpr (C::kScoring != Scoring::softmax) {
     // Rule 6: a valid best key means a finite logit. Otherwise (rare; grouped, a finite logit
     // may sit in a dropped group) the row is read again and tested: a finite test per logit on
-    // every row cost ~10% of the ALU instructions (Kimi-K3: 28 a lane). Warp-uniform, so the
+    // every row costs ~10% of the ALU instructions (Kimi-K3: 28 a lane). Warp-uniform, so the
     // slices' shuffles stay converged.
     bool recheck = top < kFirstValid;
     if constexpr (kLanes < 32) recheck = __any_sync(kFullMask, recheck);
     if (recheck) {
-      // A loop, not unrolled: unrolled, ptxas turned this branch into predicated loads and
-      // tests issued on every row (GLM-4.5: 15 instructions a token, T=1 1.82 -> 1.90 us).
+      // A loop, not unrolled: unrolled, ptxas turns this branch into predicated loads and tests
+      // issued on every row (GLM-4.5: 15 instructions a token).
       bool any = false;
 #pragma unroll 1
       for (int s = 0; s < kSlots; ++s) {
