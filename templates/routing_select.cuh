@@ -210,22 +210,19 @@ struct Flag {
   static constexpr bool value = kValue;
 };
 
-/// What a rescan refills: the next key only (one max pass over the slots), or the whole cache.
-/// Measured on the H200, the next key is faster from 16 slots a lane up and at 5 or fewer, the
-/// whole cache in between (DeepSeek-V3, 8 slots, T=1: 2.25 us against 2.63).
+/// A rescan refills the next key only (one max pass over the slots), or the whole cache from 6 to
+/// 15 slots a lane, where that is faster on the H200 (DeepSeek-V3, 8 slots, T=1: 2.25 vs 2.63 us).
 template <int kSlots>
 constexpr bool kRefillOneFor = kSlots >= 16 || kSlots <= 5;
 
 /// Lazy keys (fast rounds, 16 or more slots a lane): the cache fill also keeps the lane's fifth-
 /// and sixth-largest upper halves (what its insertions drop) by value only; a lane's fourth and
 /// fifth wins make them its head with the expert kUnresolved, and those records get their experts
-/// after the last round (resolve_lazy_records). Otherwise a fourth win rescans the lane's keys on
-/// the rounds' dependency chain (~360 cycles for a lone warp at 28 slots), and with a bias
-/// crowding the best keys into few lanes one such token makes the whole call wait. A sixth win, or
-/// two keys of a lane with the same upper half around a lazy key, run the exact rounds again, like
-/// a tie. The fill costs instructions on every token, so only the warp kernel compiled with
-/// Refill::lazy has it, and the launcher takes that one up to a token count measured on the H200
-/// (runtime/routing_crossover.json).
+/// after the last round (resolve_lazy_records). A sixth win, or two keys of a lane with the same
+/// upper half around a lazy key, run the exact rounds again, like a tie. Why: a fourth win would
+/// rescan the lane's keys on the rounds' dependency chain (~360 cycles at 28 slots), and one such
+/// token makes the whole call wait. The fill costs every token instructions, so only the
+/// Refill::lazy kernel has it, taken up to a measured token count (runtime/routing_crossover.json).
 template <int kLanes, int kSlots, int kCache, bool kFast, bool kLazyKeys>
 constexpr bool kLazyFor = kLazyKeys && kFast && kLanes == 32 && kSlots >= 16 && kCache == 4;  // (one-key rescans at 16+)
 
@@ -424,9 +421,8 @@ __device__ __forceinline__ u32 select_topk_split(const HiOf& hi, const ExpertOf&
       }
     } else {
       top = selection_round<kLanes, kSlots, kK, kCache, true, kFast, kLazyKeys>(0, kRefills && kCache == 1, hi, expert, ch, cx, rec, wins, last_holders, lazy);
-      // Up to 16 rounds, two a loop iteration: one an iteration is slower (Kimi-K3 T=128: 3.54
-      // against 3.43 us), and full unrolling slower still at small T (every round's refill code).
-      // NOTE: more rounds go one an iteration: two make ptxas spill (512 experts, top 32, sm_100a).
+      // Two rounds an iteration up to 16 (one: Kimi-K3 T=128 3.54 vs 3.43 us; all: every round's
+      // refill code). NOTE: beyond 16, one: two make ptxas spill (512 experts, top 32, sm_100a).
       constexpr int kBy = kK <= 16 ? 2 : 1;
 #pragma unroll(kBy)
       for (int k = 1; k + 1 < kK; ++k)
@@ -562,9 +558,8 @@ __device__ __forceinline__ int rank_sets(const u64* __restrict__ src, u64* __res
 
 }  // namespace routing
 
-/// Keys a lane caches in select_topk_split for kSlots keys a lane: up to 4 it holds them all (no
-/// round tests for a rescan); beyond, a larger cache lengthens every round's pops and insertions
-/// and a smaller one rescans more often. Measured on the H200 (Kimi-K3, 28 slots, T=16384: 56.1 us
+/// Keys a lane caches in select_topk_split: all of them up to 4 (no round tests for a rescan),
+/// else the size that balances rescans against longer pops on the H200 (Kimi-K3 T=16384: 56.1 us
 /// with four, 63.5 with five).
 template <int kSlots>
 constexpr int kCacheFor = kSlots <= 4 ? kSlots : (kSlots >= 16 ? 4 : 3);

@@ -82,22 +82,19 @@ __device__ __forceinline__ void load_row(const void* p, long long row_base, int 
 }
 
 /// Resident blocks asked of ptxas for the warp kernel: a register budget of 40 + the values a
-/// lane holds per key (logit, bias, softmax's exp). Unconstrained, ptxas saves registers by
-/// issuing some of the row's loads only after the first keys' math, a second memory round trip a
-/// token (DeepSeek-V3, H200, T=1: 2.24 -> 2.42 us); with a budget it issues them all first. Above
-/// 16 keys a lane the loads do not fit beside the keys and ptxas's own choice is the fastest,
-/// except with two ranks a lane (K > 32), where it spills (sm_100a, 1024 experts, top 64).
+/// lane holds per key (logit, bias, softmax's exp), so that it issues all of a row's loads before
+/// the first keys' math instead of a second memory round trip (DeepSeek-V3 T=1: 2.42 -> 2.24 us).
+/// Above 16 keys a lane ptxas's own choice, except with two ranks a lane (K > 32), where it
+/// spills (sm_100a, 1024 experts, top 64).
 template <class C>
 constexpr int kWarpMinBlocks =
     C::kWarpSlots > 16
         ? (C::kK > 32 ? 1 : 0)
         : 65536 / (C::kWarpsPerBlock * 32 *
                    ((1 + (C::kHasBias ? 1 : 0) + (C::kScoring == Scoring::softmax ? 1 : 0)) * C::kWarpSlots + 40));
-/// One token per kLanes lanes; kLoads: how logits and bias are read. A kernel for each where the
-/// tiling has vector loads: one kernel that tested the pointers would issue both kinds of loads
-/// (the untaken predicated) on every call, ~20 instructions a token. The element kernel beside a
-/// vector one (the rare one) asks for one resident block: with ptxas's own register target its
-/// larger live set spills (Kimi-K3-sized, sm_90a).
+/// One token per kLanes lanes; kLoads: how logits and bias are read, a kernel each so that no call
+/// issues both kinds of loads (~20 instructions a token). The element kernel beside a vector one
+/// (the rare one) asks for one resident block: otherwise it spills (Kimi-K3-sized, sm_90a).
 template <class C, Loads kLoads, Refill kRefill = Refill::rescan>
 __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::elements && C::kWarpVec > 1 ? 1 : kWarpMinBlocks<C>) routing_warp_kernel(RoutingArgs a) {
   dependent_launch_prologue();
