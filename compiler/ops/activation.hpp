@@ -38,10 +38,9 @@ struct ActivationSpec final : OpSpec {
   std::vector<TensorDecl> tensors() const override;
 
   /// Tile choice (part of the contract): elements per vector, threads, chunks per thread.
-  /// One chunk per thread: 40 registers, 6 blocks per SM. Unroll 4 (96 registers, 2 blocks) and
-  /// 2 (64, 4) were 1.2-1.6x slower at large T on the H200: these kernels are latency- and
-  /// issue-bound (SituGLU ~67 instructions per element), so resident warps beat per-thread ILP
-  /// (bench/README.md, 2026-11-29).
+  /// One chunk per thread: these kernels are latency- and issue-bound (SituGLU ~67 instructions
+  /// an element), so resident warps beat per-thread ILP (unroll 2 or 4: 1.2-1.6x slower at large
+  /// T on the H200, with fewer blocks an SM).
   int vec() const noexcept;
   static constexpr int kThreads = 256;
   static constexpr int kUnroll = 1;

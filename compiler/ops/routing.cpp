@@ -134,10 +134,9 @@ RoutingSpec::Tiling RoutingSpec::tiling() const noexcept {
   if (grouped() && !rank_tree) return t;  // grouped: the warp kernel only
   // Block kernel. Up to 512 experts and top-32 (and 32 groups when grouped): one expert per
   // thread (up to 16 warps), the selection a tree of shared-memory rank counts (no dependent
-  // rounds). Beyond that: about
-  // four experts per thread, at most 16 warps, each warp's top K by rounds, then a rank-count
-  // merge; experts beyond that are taken in chunks. (The rank tree at 896 experts, 28 warps,
-  // was 1.3x slower than rounds + merge on the H200: bench/results/2026-11-29-b.)
+  // rounds). Beyond that: about four experts per thread, at most 16 warps, each warp's top K by
+  // rounds, then a rank-count merge; experts beyond that are taken in chunks. (The rank tree at
+  // 896 experts, 28 warps, is 1.3x slower than rounds + merge on the H200.)
   if (rank_tree) {
     t.block_warps = ceil_div(e, 32);
     t.block_slots = 1;

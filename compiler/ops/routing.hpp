@@ -59,8 +59,8 @@ struct RoutingSpec final : OpSpec {
     int block_warps = 0;      ///< block kernel: warps per token (0: no block kernel)
     int block_slots = 0;      ///< block kernel: experts per thread per chunk
     int block_chunks = 0;
-    /// A third warp kernel with lazy keys (templates/routing.cuh, routing::kLazyFor): a whole
-    /// warp a token, 16 or more experts a lane, 5 <= top-k <= 16, vector loads.
+    /// A third warp kernel with lazy keys (templates/routing_select.cuh, routing::kLazyFor): a
+    /// whole warp a token, 16 or more experts a lane, 5 <= top-k <= 16, vector loads.
     bool warp_lazy = false;
   };
   Tiling tiling() const noexcept;
