@@ -3,20 +3,17 @@
 // Dense [T, 2d] -> [T, d], or masked [E, T_max, 2d] -> [E, T_max, d] where rows at or past
 // expert_num_tokens[e] are not written. fp32 math with the exact rounding points of numerics.md.
 //
-// Work split: the output is cut into chunks of kVec elements (16-byte loads for bf16/fp16), or
-// of one element on the scalar path. Thread i of the grid takes chunks i, i + S, ..., i +
-// (kUnroll - 1) S with S = gridDim.x * kThreads (then moves on by kUnroll * S), so a warp's
-// loads are coalesced and a grid of one chunk per thread does every chunk in one step: the
-// launcher sizes the grid so that small T spreads over the SMs instead of running kUnroll
-// chunks serially on a few (per-call latency), and large T gets kUnroll chunks per thread
-// (bytes in flight) -- or, for the issue-bound kinds (SituGLU, erf gelu), a grid of 32 blocks an
-// SM that strides (runtime/activation_op.cpp, dense_blocks_cap). All loads of a thread are
-// issued before the first use. A run-time flag selects the scalar path: for pointers not aligned
-// for vectors (offset views), and for outputs so small that one element per thread does not fill
-// the GPU twice. Two kernels: 32-bit element offsets (activation_kernel, every call whose
-// offsets fit: all but inputs of 2^31 elements or more) and 64-bit ones (activation_wide_kernel),
-// so that each has its own registers.
-// Masked layout: one grid row (blockIdx.y) per expert, striding over the rows its count says.
+// The output is cut into chunks of kVec elements (16-byte loads for bf16/fp16), or of one element
+// on the scalar path. Thread i takes chunks i, i + S, ..., i + (kUnroll - 1) S with S =
+// gridDim.x * kThreads, then moves on by kUnroll * S: a warp's loads are coalesced, and all loads
+// of a thread are issued before the first use. The launcher (runtime/activation_op.cpp) sizes the
+// grid: small T spreads over the SMs (per-call latency), large T gets kUnroll chunks a thread
+// (bytes in flight), or for the issue-bound kinds (SituGLU, erf gelu) 32 blocks an SM that stride.
+// A run-time flag takes the scalar path for pointers not aligned for vectors and for outputs too
+// small to fill the GPU twice with one element a thread. Masked layout: one grid row (blockIdx.y)
+// per expert, striding over the rows its count says. Two kernels, so that each has its own
+// registers: 32-bit element offsets (activation_kernel: inputs below 2^31 elements) and 64-bit
+// ones (activation_wide_kernel).
 //
 // Config (generated): kKind, kMasked, kD, kNumExperts, kInterleaved, kBeta, kInvBeta,
 // kLinearBeta, kInvLinearBeta, kAlpha, kLimit, kThreads, kVec, kUnroll, In, Out.
@@ -42,11 +39,9 @@ struct ActivationChecks {
 
 /// sigmoid(x), the bits of common.cuh's sigmoid for 1 <= 1 + exp(-x) < 2^126 (every x above
 /// about -87) by the reciprocal's fast path alone (rcp_fast); sets `slow` where it is wrong (x
-/// below that, NaN), and the caller redoes its chunk with common.cuh's sigmoid. The range check
-/// off the common path: masked SituGLU 3072 at 8192 real rows 53.0 -> 51.9 us, swiglu_oai 2880
-/// at 32768 rows 145 -> 135 (H200, bench/results/2026-12-01-f/act11). One branch a chunk, after
-/// all its values: a branch is a scheduling barrier, and one a value kept the next value's
-/// reciprocal (and SituGLU's tanh) from overlapping with it.
+/// below that, NaN), and the caller redoes its chunk with common.cuh's sigmoid: the range check
+/// off the common path (swiglu_oai at 32768 rows: 145 -> 135 us). One branch a chunk, after all
+/// its values: a branch is a scheduling barrier that would keep the next value from overlapping.
 __device__ __forceinline__ float sigmoid_fast(float x, bool& slow) {
   const float y = sigmoid_denominator(x);
   slow |= !rcp_fast_ok(y);
@@ -110,9 +105,8 @@ template <class C, int kV>
 __device__ __forceinline__ void activate_chunk(const Vec<typename C::In, kV>& g, const Vec<typename C::In, kV>& u,
                                                Vec<typename C::Out, kV>& o) {
   bool slow = false;
-  // NOTE: SituGLU's vector path keeps a branch a value: without them its 8 values overlap in
-  // 40-48 registers (32 with), 5-6 blocks an SM instead of 8, and d 3072/7168 ran 2.5% slower at
-  // 32768 rows; swiglu_oai stays at 32 and gains at every T (H200, bench/results/2026-12-01-g/act13).
+  // NOTE: SituGLU's vector path keeps a branch a value: without, its 8 values overlap in 40-48
+  // registers instead of 32 (2.5% slower at 32768 rows); swiglu_oai fits 32 without.
   const auto fast = [&slow](float x) {
     if constexpr (kV == 1 || C::kKind == ActKind::swiglu_oai) return sigmoid_fast(x, slow);
     else return sigmoid_by_rcp_fast(x);
@@ -248,13 +242,9 @@ __device__ __forceinline__ void activation_entry(const ActivationArgs& args) {
   }
 }
 
-/// Blocks of 256 threads an SM the 32-bit kernel is held to, so that ptxas keeps its registers
-/// at 65536 / (256 blocks): 8 blocks = 32 registers. Alone (without the 64-bit path beside it)
-/// silu, gelu_tanh and SituGLU fit 32 without spilling on both archs -- silu had 35-36 with
-/// both paths in one kernel (6 blocks an SM): 32768 rows 7.7-8.6% faster, gelu_tanh 8%, nothing
-/// slower at small T (H200, bench/results/2026-12-01-g/act14). gelu and swiglu_oai spill at 32 on
-/// one arch or the other and are held to their old class (gelu 45 on sm_90a, 34 on sm_100a;
-/// swiglu_oai 32 and 44): left alone, ptxas gives them up to 63.
+/// Blocks of 256 threads an SM the 32-bit kernel is held to, which sets ptxas's register budget
+/// (8 blocks: 32 registers; silu at 32768 rows ~8% faster than at 6). gelu and swiglu_oai spill at
+/// 32 on one arch or the other, so each gets a budget it fits; left alone, ptxas gives them 63.
 template <class C>
 constexpr int activation_min_blocks() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000

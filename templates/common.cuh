@@ -73,9 +73,9 @@ __device__ __forceinline__ bool div_by_rcp_ok(float a) {
 // ---- an accurate tanhf in two parts ------------------------------------------------------------
 // CUDA's tanhf (libdevice, CUDA 13), written out operation for operation so that a caller can
 // skip the part it does not need: |x| < 0.6 takes an odd polynomial, |x| >= 0.6 takes
-// 1 - 2 / (exp(2|x|) + 1) with the sign of x. tanh_small(x) alone is exact for |x| < 0.6 (tanh_switch());
-// tanh_accurate(x) selects between both for any x (NaN and +-inf included) and returns what tanhf
-// returns. Not tanh.approx: numerics.md asks for the accurate function.
+// 1 - 2 / (exp(2|x|) + 1) with the sign of x. tanh_small(x) alone is exact for |x| < 0.6
+// (tanh_switch()); tanh_accurate(x) selects between both for any x (NaN and +-inf included) and
+// returns what tanhf returns. Not tanh.approx: numerics.md asks for the accurate function.
 // NOTE: a function, not a namespace-scope constant: a constant that device code takes by
 // reference (an asm operand) is emitted under an internal name that NVRTC salts per compile, and
 // the same contract would then give different cubin bytes.

@@ -20,8 +20,8 @@ struct RoutingTiling {
   int block_warps = 0;      ///< block kernel: warps per token (0: no block kernel)
   int block_slots = 0;      ///< block kernel: experts per thread per chunk
   int block_chunks = 0;
-  /// A third warp kernel with lazy keys (templates/routing.cuh, routing::kLazyFor): a whole
-  /// warp a token, 16 or more experts a lane, 5 <= top-k <= 16, vector loads.
+  /// A third warp kernel with lazy keys (templates/routing_select.cuh, routing::kLazyFor): a
+  /// whole warp a token, 16 or more experts a lane, 5 <= top-k <= 16, vector loads.
   bool warp_lazy = false;
 };
 RoutingTiling routing_tiling(const RoutingSpec& s) noexcept;
