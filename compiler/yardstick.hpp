@@ -10,7 +10,7 @@
 namespace moejit::detail {
 
 inline constexpr int kYardstickThreads = 256;
-inline constexpr int kYardstickUnroll = 4;
+inline constexpr int kYardstickUnroll = 8;
 /// The fold no input of the read kernel produces: bench fills its source with a byte pattern
 /// whose fold is zero.
 inline constexpr unsigned kYardstickNeverFolded = 0x9E3779B9u;

@@ -21,11 +21,11 @@ namespace {
 // 512 or 1024 threads instead were slower at T <= 16 (bench/results/2026-12-01).
 constexpr std::int64_t kScalarFill = 6;
 
-// SituGLU by tables from this many elements: below it, copying the 64 KB tables into every
-// block's shared memory costs more than the lookups save.
-constexpr std::int64_t kSituTableMinElements = std::int64_t{1} << 22;
-// Blocks an SM of the table kernel: its 64 KB of tables fit three times in 228 KB.
-constexpr int kSituTableBlocksPerSm = 3;
+// The table kernel from 64 outputs a byte of tables (4M for SituGLU's 64 KB): below that,
+// copying the tables into every block's shared memory costs more than the lookups save.
+constexpr std::int64_t kTableMinElementsPerByte = 64;
+// Blocks an SM of the table kernel (its launch bounds: 64 KB of tables fit three times).
+constexpr int kTableBlocksPerSm = 3;
 
 // The dense layout's grid: one chunk a thread, except that the issue-bound kinds (SituGLU, erf
 // gelu) are held to 32 blocks an SM and stride over the rest -- likely because a block's fixed
@@ -56,7 +56,7 @@ class ActivationOp final : public Op {
     };
     narrow_ = load(kActivationNarrow);
     wide_ = load(kActivationWide);
-    if (contract.has_kernel(kSituTable)) load_situ_tables(context, contract);
+    if (contract.has_kernel(kActTable)) load_tables(context, contract);
   }
 
  private:
@@ -82,10 +82,20 @@ class ActivationOp final : public Op {
     const bool narrow = rows * 2 * spec_.d < (std::int64_t{1} << 31);
     ActivationArgs args{in.ptr, out.ptr, masked ? static_cast<const int*>(buffers[1].ptr) : nullptr, tokens,
                         vectorized ? 1 : 0};
-    if (table_ && vectorized && narrow && rows * spec_.d >= kSituTableMinElements) {
+    // By tables where they pay: dense at enough outputs; masked where the caller's expected rows
+    // say there are enough (without a hint the counts are unknown and the computed path runs).
+    const std::int64_t expected = masked && hints.expected_rows > 0 ? std::min(hints.expected_rows, tokens) : 0;
+    const std::int64_t table_min = kTableMinElementsPerByte * static_cast<std::int64_t>(tables_.bytes());
+    if (table_ && vectorized && narrow && (masked ? expected * spec_.num_experts : rows) * spec_.d >= table_min) {
       args.table = tables_.ptr();
-      const std::int64_t blocks = std::min<std::int64_t>(single, std::int64_t{kSituTableBlocksPerSm} * sm_count_);
-      table_->launch({static_cast<unsigned>(blocks), 1, 1}, args, stream, pdl_);
+      const std::int64_t resident = std::int64_t{kTableBlocksPerSm} * sm_count_;
+      Dim3 grid{static_cast<unsigned>(std::min(single, resident)), 1, 1};
+      if (masked) {
+        const std::int64_t per_expert = std::max<std::int64_t>(1, resident / spec_.num_experts);
+        grid = {static_cast<unsigned>(std::clamp<std::int64_t>(expected * (spec_.d / vec_) / threads, 1, per_expert)),
+                static_cast<unsigned>(spec_.num_experts), 1};
+      }
+      table_->launch(grid, args, stream, pdl_);
       return;
     }
     Dim3 grid;
@@ -111,7 +121,6 @@ class ActivationOp final : public Op {
       const std::int64_t target = std::max<std::int64_t>(1, (32 * sm_count_ + spec_.num_experts - 1) / spec_.num_experts);
       const std::int64_t half_full = (single + 1) / 2;
       // With the caller's expected rows an expert: one pass a thread over an expert that holds them.
-      const std::int64_t expected = hints.expected_rows > 0 ? std::min(hints.expected_rows, tokens) : 0;
       const std::int64_t blocks = expected > 0 ? (expected * (spec_.d / (vectorized ? vec_ : 1)) + threads - 1) / threads
                                                : std::min(half_full, target);
       grid = {static_cast<unsigned>(std::max<std::int64_t>(blocks, 1)), static_cast<unsigned>(spec_.num_experts), 1};
@@ -122,19 +131,20 @@ class ActivationOp final : public Op {
     (narrow ? narrow_ : wide_)->launch(grid, args, stream, pdl_);
   }
 
-  // Computes SituGLU's tables once, with the kernel's own code (the same bits as the kernel).
-  void load_situ_tables(Context& context, const Contract& contract) {
+  // Computes the tables once, with the kernels' own device code (the same bits as computing).
+  void load_tables(Context& context, const Contract& contract) {
     const auto& driver = context.driver();
-    auto init = context.kernel(contract, kSituTableInit);
+    auto init = context.kernel(contract, kActTableInit);
     init->set_block({256, 1, 1}, 0);
-    tables_ = DeviceBuffer(driver, kSituTableBytes);
+    const unsigned bytes = act_table_bytes(spec_);
+    tables_ = DeviceBuffer(driver, bytes);
     ActivationArgs args{};
     args.out = tables_.ptr();
     Stream stream(driver);
     init->launch({64, 1, 1}, args, stream.get());
     stream.synchronize();
-    auto table = context.kernel(contract, kSituTable);
-    table->set_block({kActivationThreads, 1, 1}, kSituTableBytes);
+    auto table = context.kernel(contract, kActTable);
+    table->set_block({kActivationThreads, 1, 1}, bytes);
     table_ = std::move(table);
   }
 
@@ -144,7 +154,7 @@ class ActivationOp final : public Op {
   bool pdl_;  ///< programmatic dependent launch (Options::programmatic_launch)
   std::int64_t dense_cap_;  ///< the dense layout's most blocks (dense_blocks_cap)
   std::shared_ptr<const Kernel> narrow_, wide_;  ///< 32-bit element offsets, 64-bit ones
-  std::shared_ptr<const Kernel> table_;          ///< SituGLU by tables, where the contract has it
+  std::shared_ptr<const Kernel> table_;          ///< by tables, where the contract has the kernel
   DeviceBuffer tables_;
 };
 

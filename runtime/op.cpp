@@ -32,6 +32,13 @@ void Op::launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream s
       throw Error({.kind = ErrorKind::input, .message = fmt::format("op '{}': tensor '{}' is not bound", spec_->name, t.name),
                    .pointer = t.name, .expected = fmt::format("{} {} {}", t.name, t.shape_text(), numpy_name(t.dtype))});
     }
+    // NOTE: a misaligned element faults on the GPU and ends the context: refuse it here.
+    if (reinterpret_cast<std::uintptr_t>(buffers[i].ptr) % size_of(t.dtype) != 0) {
+      throw Error({.kind = ErrorKind::input,
+                   .message = fmt::format("op '{}': buffer of tensor '{}' is not aligned to its element", spec_->name, t.name),
+                   .pointer = t.name, .found = fmt::format("address {}", buffers[i].ptr),
+                   .expected = fmt::format("a multiple of {} bytes ({})", size_of(t.dtype), numpy_name(t.dtype))});
+    }
     const auto need = t.bytes_for(tokens);
     if (buffers[i].bytes < need) {
       throw Error({.kind = ErrorKind::input,

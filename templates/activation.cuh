@@ -271,4 +271,4 @@ __global__ void __launch_bounds__(C::kThreads) activation_wide_kernel(Activation
 
 }  // namespace moejit
 
-#include "activation_situ_table.cuh"
+#include "activation_table.cuh"

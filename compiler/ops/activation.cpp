@@ -15,8 +15,13 @@ int activation_vec(const ActivationSpec& s) noexcept {
   return v;
 }
 
-bool situ_by_tables(const ActivationSpec& s) noexcept {
-  return s.kind == ActivationKind::situ && s.dtype == DType::bf16 && s.layout == ActivationLayout::dense && !s.interleaved;
+bool act_by_tables(const ActivationSpec& s) noexcept {
+  return (s.kind == ActivationKind::situ || s.kind == ActivationKind::gelu) && s.dtype == DType::bf16 && !s.interleaved;
+}
+
+unsigned act_table_bytes(const ActivationSpec& s) noexcept {
+  const bool up = s.kind == ActivationKind::situ && s.linear_beta > 0;
+  return (up ? 2u : 1u) * 2 * 4096 * 4;
 }
 
 std::vector<Contract> activation_contracts(const OpSpec& op, std::string_view arch) {
@@ -61,9 +66,9 @@ std::vector<Contract> activation_contracts(const OpSpec& op, std::string_view ar
   // 32-bit element offsets where a call's offsets fit (fewer registers), 64-bit beyond.
   std::vector<StubBuilder::Kernel> kernels = {{std::string(kActivationNarrow), "moejit::activation_kernel", "moejit::ActivationArgs"},
                                               {std::string(kActivationWide), "moejit::activation_wide_kernel", "moejit::ActivationArgs"}};
-  if (situ_by_tables(s)) {
-    kernels.push_back({std::string(kSituTableInit), "moejit::situ_table_init_kernel", "moejit::ActivationArgs"});
-    kernels.push_back({std::string(kSituTable), "moejit::situ_table_kernel", "moejit::ActivationArgs"});
+  if (act_by_tables(s)) {
+    kernels.push_back({std::string(kActTableInit), "moejit::act_table_init_kernel", "moejit::ActivationArgs"});
+    kernels.push_back({std::string(kActTable), "moejit::act_table_kernel", "moejit::ActivationArgs"});
   }
   stub.emit(c, kernels);
   return {c};

@@ -18,16 +18,16 @@ inline constexpr int kActivationUnroll = 1;
 /// in 16 bytes.
 int activation_vec(const ActivationSpec& s) noexcept;
 
-/// Kernel roles: 32-bit and 64-bit element offsets; SituGLU by tables (their fill, run at load,
-/// and the kernel) where situ_by_tables() holds (templates/activation_situ_table.cuh).
+/// Kernel roles: 32-bit and 64-bit element offsets; the activation by tables (their fill, run at
+/// load, and the kernel) where act_by_tables() holds (templates/activation_table.cuh).
 inline constexpr std::string_view kActivationNarrow = "narrow";
 inline constexpr std::string_view kActivationWide = "wide";
-inline constexpr std::string_view kSituTableInit = "situ_table_init";
-inline constexpr std::string_view kSituTable = "situ_table";
-/// Dense SituGLU of bf16 input, gate and up halves: its two factors are tables of 16 bits.
-bool situ_by_tables(const ActivationSpec& s) noexcept;
-/// Bytes of the tables (templates/activation_situ_table.cuh, situ_table::kTableBytes).
-inline constexpr unsigned kSituTableBytes = 2 * 2 * 4096 * 4;
+inline constexpr std::string_view kActTableInit = "table_init";
+inline constexpr std::string_view kActTable = "table";
+/// SituGLU and erf gelu of bf16 input, gate and up halves: their factors are tables of 16 bits.
+bool act_by_tables(const ActivationSpec& s) noexcept;
+/// Bytes of its tables (templates/activation_table.cuh, act_table_bytes): 32 KB a factor.
+unsigned act_table_bytes(const ActivationSpec& s) noexcept;
 
 std::vector<Contract> activation_contracts(const OpSpec& op, std::string_view arch);
 

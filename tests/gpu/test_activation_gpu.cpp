@@ -284,40 +284,52 @@ TEST_CASE("a token count beyond the caller's buffers is an error, not a write pa
   stream.synchronize();
 }
 
-TEST_CASE("SituGLU by tables gives the computed path's bits for every bf16 gate and up value", "[gpu][activation]") {
+TEST_CASE("activations by tables give the computed path's bits for every bf16 gate and up value", "[gpu][activation]") {
   // d 4096 x 2048 rows (8M outputs) takes the table kernel when aligned; the same input one
   // element in takes the scalar path, which computes. Gates run through all 65536 bf16 bit
   // patterns (zeros, subnormals, +-inf, NaN and |x| >= 128 outside the tables' window), the up
-  // values through them in another order, each with every beta kind of contract.
+  // values through them in another order. Masked: 3 experts of 2048 rows, with the expected-rows
+  // hint that picks the tables.
   const auto ops = test::warm({R"({"op": "activation", "kind": "situ", "d": 4096, "beta": 4.0, "linear_beta": 25.0})",
                                R"({"op": "activation", "kind": "situ", "d": 4096, "beta": 1.5})",
-                               R"({"op": "activation", "kind": "situ", "d": 4096, "beta": 0.01, "linear_beta": 1000.0, "out_dtype": "fp32"})"});
+                               R"({"op": "activation", "kind": "situ", "d": 4096, "beta": 0.01, "linear_beta": 1000.0, "out_dtype": "fp32"})",
+                               R"({"op": "activation", "kind": "gelu", "d": 4096})",
+                               R"({"op": "activation", "kind": "gelu", "d": 4096, "out_dtype": "fp16"})",
+                               R"({"op": "activation", "kind": "situ", "d": 4096, "beta": 4.0, "linear_beta": 25.0, "layout": "masked", "num_experts": 3})",
+                               R"({"op": "activation", "kind": "gelu", "d": 4096, "layout": "masked", "num_experts": 3})"});
   auto& ctx = gpu_context();
   const std::int64_t tokens = 2048, d = 4096;
-  std::vector<std::uint16_t> x(static_cast<std::size_t>(tokens * 2 * d));
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const std::size_t row = i / (2 * d), col = i % (2 * d), n = row * d + col % d;
-    x[i] = static_cast<std::uint16_t>(col < static_cast<std::size_t>(d) ? n : n * 40503u + 7u);
-  }
   for (const auto& spec : ops) {
     const auto op = ctx.load(spec);
     const auto& a = dynamic_cast<const ActivationSpec&>(*spec);
-    const std::size_t out_bytes = static_cast<std::size_t>(tokens * d) * size_of(a.out_dtype);
+    const bool masked = a.layout == ActivationLayout::masked;
+    const std::int64_t experts = masked ? a.num_experts : 1;
+    std::vector<std::uint16_t> x(static_cast<std::size_t>(experts * tokens * 2 * d));
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const std::size_t row = i / (2 * d), col = i % (2 * d), n = row * d + col % d;
+      x[i] = static_cast<std::uint16_t>(col < static_cast<std::size_t>(d) ? n : n * 40503u + 7u);
+    }
+    const std::int32_t counts[3] = {static_cast<std::int32_t>(tokens), static_cast<std::int32_t>(tokens / 2 + 3), 0};
+    const std::size_t element = size_of(a.out_dtype);
+    const std::size_t out_bytes = static_cast<std::size_t>(experts * tokens * d) * element;
     std::vector<std::vector<std::byte>> got;
-    for (const std::size_t shift : {std::size_t{0}, std::size_t{2}}) {
-      detail::DeviceBuffer in(ctx.driver(), x.size() * 2 + 16), out(ctx.driver(), out_bytes + 16);
+    // Aligned for vectors, then one element in (input and output): the scalar path.
+    for (const bool aligned : {true, false}) {
+      const std::size_t in_shift = aligned ? 0 : 2, out_shift = aligned ? 0 : element;
+      detail::DeviceBuffer in(ctx.driver(), x.size() * 2 + 16), out(ctx.driver(), out_bytes + 16), count(ctx.driver(), sizeof counts);
       detail::Stream stream(ctx.driver());
-      MOEJIT_CU(ctx.driver(), cuMemcpyHtoD(in.address() + shift, x.data(), x.size() * 2));
+      MOEJIT_CU(ctx.driver(), cuMemcpyHtoD(in.address() + in_shift, x.data(), x.size() * 2));
       MOEJIT_CU(ctx.driver(), cuMemsetD8Async(out.address(), 0x5A, out_bytes + 16, stream.get()));
-      const Buffer bufs[] = {{reinterpret_cast<void*>(in.address() + shift), x.size() * 2},
-                             {reinterpret_cast<void*>(out.address() + shift), out_bytes}};
-      op->launch(bufs, tokens, stream.get());
+      count.upload(counts, sizeof counts);
+      std::vector<Buffer> bufs = {{reinterpret_cast<void*>(in.address() + in_shift), x.size() * 2}};
+      if (masked) bufs.push_back({count.ptr(), sizeof counts});
+      bufs.push_back({reinterpret_cast<void*>(out.address() + out_shift), out_bytes});
+      op->launch(bufs, tokens, stream.get(), {.expected_rows = masked ? tokens / 2 : 0});
       stream.synchronize();
       got.emplace_back(out_bytes);
-      MOEJIT_CU(ctx.driver(), cuMemcpyDtoH(got.back().data(), out.address() + shift, out_bytes));
+      MOEJIT_CU(ctx.driver(), cuMemcpyDtoH(got.back().data(), out.address() + out_shift, out_bytes));
     }
     std::size_t differ = 0, first = 0;
-    const std::size_t element = size_of(a.out_dtype);
     for (std::size_t i = 0; i < out_bytes; i += element) {
       if (std::memcmp(&got[0][i], &got[1][i], element) != 0 && differ++ == 0) first = i / element;
     }

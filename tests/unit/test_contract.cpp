@@ -74,10 +74,25 @@ TEST_CASE("the generated stub is named constants plus one instantiation per kern
   for (auto p = c.source.find("template __global__"); p != std::string::npos; p = c.source.find("template __global__", p + 1)) {
     ++instantiations;
   }
-  CHECK(instantiations == 2);
-  REQUIRE(c.kernels.size() == 2);
+  // bf16 SituGLU also has its tables: their fill and the table kernel.
+  CHECK(instantiations == 4);
+  REQUIRE(c.kernels.size() == 4);
   CHECK(c.kernels[0] == Contract::Kernel{"narrow", "moejit::activation_kernel<moejit_generated::Config>"});
   CHECK(c.kernels[1] == Contract::Kernel{"wide", "moejit::activation_wide_kernel<moejit_generated::Config>"});
+  CHECK(c.kernels[2] == Contract::Kernel{"table_init", "moejit::act_table_init_kernel<moejit_generated::Config>"});
+  CHECK(c.kernels[3] == Contract::Kernel{"table", "moejit::act_table_kernel<moejit_generated::Config>"});
+  // So do erf gelu and masked layouts; other kinds, fp16 input and interleaved halves do not.
+  for (const char* op : {R"({"op": "activation", "kind": "gelu", "d": 64})",
+                         R"({"op": "activation", "kind": "situ", "beta": 4.0, "d": 64, "layout": "masked", "num_experts": 2})"}) {
+    INFO(op);
+    CHECK(contract_of(op).kernels.size() == 4);
+  }
+  for (const char* op : {R"({"op": "activation", "kind": "silu", "d": 64})",
+                         R"({"op": "activation", "kind": "situ", "beta": 4.0, "d": 64, "dtype": "fp16"})",
+                         R"({"op": "activation", "kind": "gelu", "d": 64, "interleaved": true})"}) {
+    INFO(op);
+    CHECK(contract_of(op).kernels.size() == 2);
+  }
 }
 
 TEST_CASE("a routing contract with vector loads instantiates the warp kernel for aligned and unaligned inputs", "[contract][routing]") {

@@ -1,5 +1,5 @@
 // Op::launch's checks, before any GPU work: the token count (negative, 2^31 and above -- the
-// kernels index tokens in 32 bits), unbound and too-small buffers. A test op records whether its
+// kernels index tokens in 32 bits), unbound, too-small and misaligned buffers, bad hints. A test op records whether its
 // kernel launch was reached; no GPU is needed.
 #include <moejit/error.hpp>
 #include <moejit/op.hpp>
@@ -37,9 +37,9 @@ std::shared_ptr<const OpSpec> routing() {
 // Buffers that hold `tokens` tokens of every tensor (never dereferenced: the pointers only need
 // to be non-null).
 std::vector<Buffer> buffers_for(const Op& op, std::int64_t tokens) {
-  static char storage;
+  alignas(16) static char storage[16];
   std::vector<Buffer> b;
-  for (const auto& t : op.tensors()) b.push_back({&storage, t.bytes_for(tokens)});
+  for (const auto& t : op.tensors()) b.push_back({storage, t.bytes_for(tokens)});
   return b;
 }
 
@@ -100,4 +100,19 @@ TEST_CASE("launch refuses unbound and too-small buffers, naming the tensor", "[o
   CHECK(kind_of(op, b, 33) == ErrorKind::input);
   CHECK(kind_of(op, std::span<const Buffer>(b).first(2), 1) == ErrorKind::usage);  // one buffer per tensor
   CHECK(op.launches == 1);
+}
+
+TEST_CASE("launch refuses a buffer not aligned to its element and a negative hint", "[op]") {
+  RecordingOp op(routing());
+  auto b = buffers_for(op, 4);
+  b[0].ptr = static_cast<char*>(b[0].ptr) + 2;  // fp32 logits two bytes in
+  CHECK(kind_of(op, b, 4) == ErrorKind::input);
+  try {
+    op.launch(b, 4, nullptr);
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("not aligned to its element") && Catch::Contains("a multiple of 4 bytes"));
+  }
+  const auto good = buffers_for(op, 4);
+  CHECK_THROWS_AS(op.launch(good, 4, nullptr, {.expected_rows = -1}), Error);
+  CHECK(op.launches == 0);
 }
