@@ -1,6 +1,7 @@
 #include "registry.hpp"
 
 #include "activation.hpp"
+#include "experts.hpp"
 #include "latent_tail.hpp"
 #include "routing.hpp"
 
@@ -11,6 +12,7 @@ std::span<const Family<ParseOp>> spec_families() noexcept {
       {"activation", &parse_activation},
       {"routing", &parse_routing},
       {"latent_tail", &parse_latent_tail},
+      {"experts", &parse_experts},
   };
   return kFamilies;
 }
