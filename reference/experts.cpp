@@ -169,6 +169,7 @@ template <std::size_t R>
 [[gnu::always_inline]] inline void dot_rows_body(const float* w, const float* const* x, std::size_t rows, std::int64_t n, float* out) noexcept {
   std::size_t r = 0;
   for (; r + 4 <= rows; r += 4) dot_block<4>(w, x + r, n, out + r);
+  for (; r + 2 <= rows; r += 2) dot_block<2>(w, x + r, n, out + r);
   for (; r < rows; ++r) dot_block<1>(w, x + r, n, out + r);
 }
 
