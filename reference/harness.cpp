@@ -3,6 +3,7 @@
 #include <moejit/error.hpp>
 
 #include "activation.hpp"
+#include "experts.hpp"
 #include "latent_tail.hpp"
 #include "routing.hpp"
 
@@ -40,6 +41,8 @@ double OpHarness::bytes_moved(const OpSpec& op, std::span<const HostTensor> tens
   return total;
 }
 
+double OpHarness::flops(const OpSpec&, std::span<const HostTensor>, std::int64_t) const { return 0; }
+
 namespace {
 
 // NOTE: harnesses are stateless and immutable, so one instance each serves every thread.
@@ -56,6 +59,7 @@ std::span<const detail::Family<HarnessOf>> reference_families() noexcept {
       {"activation", &harness_instance<ActivationHarness>},
       {"routing", &harness_instance<RoutingHarness>},
       {"latent_tail", &harness_instance<LatentTailHarness>},
+      {"experts", &harness_instance<ExpertsHarness>},
   };
   return kFamilies;
 }

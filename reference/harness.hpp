@@ -48,6 +48,9 @@ class OpHarness {
                                            std::span<const HostTensor> got, std::int64_t tokens) const = 0;
   /// The fewest bytes the op must move (each input read once, each output written once).
   virtual double bytes_moved(const OpSpec& op, std::span<const HostTensor> tensors, std::int64_t tokens) const;
+  /// The floating-point operations the op's math needs on these inputs (a multiply-add counts
+  /// two); 0 for ops whose cost is their bytes alone.
+  virtual double flops(const OpSpec& op, std::span<const HostTensor> tensors, std::int64_t tokens) const;
 };
 
 using HarnessOf = const OpHarness& (*)();

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace moejit {
 
 std::string_view to_string(ExpertsLayout layout) noexcept {
@@ -53,11 +55,17 @@ std::shared_ptr<OpSpec> parse_experts(detail::SpecReader& r) {
       r.forbid(key, "applies only to layout standard (masked rows come grouped by expert, without router weights)");
     }
   } else {
-    s->global_experts = static_cast<int>(r.integer("global_experts", s->num_experts, ExpertsSpec::kMaxGlobalExperts, 0));
+    // Read over the full range first, so that a value below num_experts gets its own message.
+    s->global_experts = static_cast<int>(r.integer("global_experts", 1, ExpertsSpec::kMaxGlobalExperts, 0));
     if (r.has("global_experts") && s->global_experts < s->num_experts) {
-      r.fail("global_experts", "global_experts is below num_experts", fmt::format("at least num_experts ({})", s->num_experts));
+      r.fail("global_experts", fmt::format("global_experts {} is below num_experts {}", s->global_experts, s->num_experts),
+             fmt::format("an integer in [{}, {}] (num_experts or more)", s->num_experts, ExpertsSpec::kMaxGlobalExperts));
     }
-    s->topk = static_cast<int>(r.integer("topk", 1, std::min(ExpertsSpec::kMaxTopK, s->id_range())));
+    s->topk = static_cast<int>(r.integer("topk", 1, ExpertsSpec::kMaxTopK));
+    if (s->topk > s->id_range()) {
+      r.fail("topk", fmt::format("topk {} exceeds {} {}", s->topk, s->global_experts > 0 ? "global_experts" : "num_experts", s->id_range()),
+             fmt::format("an integer in [1, {}]", std::min(ExpertsSpec::kMaxTopK, s->id_range())));
+    }
     s->ids_dtype = r.dtype("ids_dtype", {DType::i32, DType::i64}, DType::i32);
     s->weight_on_input = r.boolean("apply_router_weight_on_input", false);
   }

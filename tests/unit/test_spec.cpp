@@ -4,6 +4,7 @@
 #include <moejit/spec.hpp>
 
 #include "spec/ops/activation.hpp"
+#include "spec/ops/experts.hpp"
 #include "spec/ops/routing.hpp"
 
 #include <fmt/format.h>
@@ -241,3 +242,73 @@ TEST_CASE("routing specs: defaults, grouping and every bad input", "[spec][routi
                "at most 1024 experts");
 }
 
+
+TEST_CASE("experts specs: defaults, tensors and every bad input", "[spec][experts]") {
+  const auto ok = parse_spec(R"({"op": "experts", "hidden": 7168, "intermediate": 2048, "num_experts": 256, "topk": 8, "activation": {"kind": "silu"}})", "t.json");
+  const auto& e = dynamic_cast<const ExpertsSpec&>(*ok.ops[0]);
+  CHECK(e.layout == ExpertsLayout::standard);
+  CHECK(e.dtype == DType::bf16);
+  CHECK(e.ids_dtype == DType::i32);
+  CHECK(e.max_tokens() == 4096);
+  CHECK(e.id_range() == 256);
+  CHECK(e.expert_bytes() == 2 * 3 * 7168 * 2048);
+  CHECK(e.canonical_json() ==
+        R"({"activation":{"interleaved":false,"kind":"silu"},"apply_router_weight_on_input":false,"bias":false,"dtype":"bf16","hidden":7168,)"
+        R"("ids_dtype":"int32","intermediate":2048,"layout":"standard","max_tokens":4096,"num_experts":256,"op":"experts","topk":8})");
+
+  const auto full = parse_spec(R"({"op": "experts", "hidden": 64, "intermediate": 128, "num_experts": 4, "topk": 2, "global_experts": 16, "bias": true,
+                                   "ids_dtype": "int64", "activation": {"kind": "swiglu_oai", "interleaved": true}})", "t.json");
+  const auto t = full.ops[0]->tensors();
+  std::vector<std::string> names;
+  for (const auto& d : t) names.push_back(d.name + " " + d.shape_text());
+  CHECK(names == std::vector<std::string>{"x [T, 64]", "topk_ids [T, 2]", "topk_weights [T, 2]", "w13 [4, 256, 64]", "w2 [4, 64, 128]",
+                                          "b13 [4, 256]", "b2 [4, 64]", "expert_map [16]", "y [T, 64]"});
+  CHECK(t[1].dtype == DType::i64);
+  CHECK(t[7].dtype == DType::i32);
+  CHECK(full.ops[0]->canonical_json().find(R"("activation":{"alpha":1.702,"interleaved":true,"kind":"swiglu_oai","limit":7.0})") != std::string::npos);
+
+  const auto masked = parse_spec(R"({"op": "experts", "layout": "masked", "hidden": 64, "intermediate": 64, "num_experts": 3, "max_tokens": 256,
+                                     "activation": {"kind": "situ", "beta": 4.0}})", "t.json");
+  const auto m = masked.ops[0]->tensors();
+  REQUIRE(m.size() == 5);
+  CHECK(m[0].shape_text() == "[3, T, 64]");
+  CHECK(m[1].name == "expert_num_tokens");
+  CHECK(m[4].shape_text() == "[3, T, 64]");
+  CHECK(m[4].keeps_unwritten);
+  CHECK(masked.ops[0]->canonical_json().find("topk") == std::string::npos);
+
+  auto x = [](const std::string& fields) {
+    return R"({"op": "experts", "hidden": 2048, "intermediate": 768, "num_experts": 128, "topk": 8, )" + fields + "}";
+  };
+  const std::string silu = R"("activation": {"kind": "silu"})";
+  expect_error(R"({"op": "experts", "hidden": 7000, "intermediate": 2048, "num_experts": 256, "topk": 8, "activation": {"kind": "silu"}})", "/hidden",
+               "hidden 7000 is not a multiple of 64 (the GEMM tiles); found 7000; expected a multiple of 64 in [64, 65536]");
+  expect_error(R"({"op": "experts", "hidden": 64, "intermediate": 32, "num_experts": 2, "topk": 1, "activation": {"kind": "silu"}})", "/intermediate",
+               "out of range");
+  expect_error(R"({"op": "experts", "hidden": 2048, "intermediate": 768, "num_experts": 4, "topk": 8, "activation": {"kind": "silu"}})", "/topk",
+               "topk 8 exceeds num_experts 4; found 8; expected an integer in [1, 4]");
+  expect_error(R"({"op": "experts", "hidden": 7168, "intermediate": 2048, "num_experts": 256, "topk": 8, "global_experts": 64, "activation": {"kind": "silu"}})",
+               "/global_experts", "global_experts 64 is below num_experts 256; found 64; expected an integer in [256, 65536]");
+  expect_error(R"({"op": "experts", "hidden": 64, "intermediate": 64, "num_experts": 4, "topk": 8, "global_experts": 6, "activation": {"kind": "silu"}})",
+               "/topk", "topk 8 exceeds global_experts 6");
+  expect_error(R"({"op": "experts", "layout": "masked", "hidden": 7168, "intermediate": 2048, "num_experts": 256, "topk": 8, "activation": {"kind": "silu"}})",
+               "/topk", "'topk' applies only to layout standard");
+  expect_error(R"({"op": "experts", "hidden": 64, "intermediate": 64, "num_experts": 4, "activation": {"kind": "silu"}})", "/topk", "missing required field 'topk'");
+  expect_error(R"({"op": "experts", "hidden": 7168, "intermediate": 2048, "num_experts": 256, "topk": 8})", "/activation",
+               "missing required field 'activation'; expected an object with the activation's fields");
+  expect_error(x(R"("activation": "silu")"), "/activation", "expected a JSON object");
+  expect_error(x(R"("activation": {"kind": "relu"})"), "/activation/kind", "unknown kind 'relu'");
+  expect_error(x(R"("activation": {"kind": "silu", "colour": 1})"), "/activation/colour", "unknown field 'colour'");
+  expect_error(x(R"("activation": {"kind": "silu", "beta": 4.0})"), "/activation/beta", "applies only to kind situ");
+  expect_error(R"({"model": "m", "ops": [{"op": "experts", "hidden": 3584, "intermediate": 3072, "num_experts": 896, "topk": 16,
+                                          "activation": {"kind": "situ", "linear_beta": 25.0}}]})",
+               "/ops/0/activation/beta", "situ needs 'beta' (it is never defaulted)");
+  expect_error(x(R"("dtype": "fp32", )" + silu), "/dtype", "unsupported dtype for 'dtype'; found \"fp32\"; expected one of bf16, fp16");
+  expect_error(x(R"("ids_dtype": "int16", )" + silu), "/ids_dtype", "unsupported dtype");
+  expect_error(R"({"op": "experts", "hidden": 2048, "intermediate": 768, "num_experts": 128, "topk": 64, "max_tokens": 1048576, "activation": {"kind": "silu"}})",
+               "/max_tokens", "max_tokens x topk = 67108864 rows exceed what the kernels index; found 1048576; expected at most 16777216 rows");
+  expect_error(R"({"op": "experts", "layout": "masked", "hidden": 64, "intermediate": 64, "num_experts": 4096, "max_tokens": 4097, "activation": {"kind": "silu"}})",
+               "/max_tokens", "max_tokens x num_experts = 16781312 rows exceed");
+  expect_error(x(R"("layout": "dense", )" + silu), "/layout", "unknown layout 'dense'");
+  expect_error(x(R"("bias": 1, )" + silu), "/bias", "true or false");
+}

@@ -1,0 +1,780 @@
+#include "experts.hpp"
+
+#include "activation.hpp"
+#include "numeric.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+
+namespace moejit::reference {
+
+namespace {
+
+const ExpertsSpec& as_experts(const OpSpec& op) { return dynamic_cast<const ExpertsSpec&>(op); }
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
+std::int64_t clamp_count(std::int32_t count, std::int64_t tokens) { return std::clamp<std::int64_t>(count, 0, tokens); }
+
+// Variants (ExpertsHarness::variants() says what each one is).
+constexpr int kUniform = 0, kSkewedInvalid = 1, kExact = 2, kBenchUniform = 3, kBenchSkewed = 4;
+
+// D elements to fp32 by bit moves, so that whole-row conversions vectorize. fp16: exponent and
+// mantissa moved into fp32's place and scaled by 2^112 (exact for normals and subnormals); the
+// top exponent stays infinity or NaN.
+float bf16_bits(std::uint16_t b) noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
+float half_bits(std::uint16_t h) noexcept {
+  const std::uint32_t mag = static_cast<std::uint32_t>(h & 0x7FFF) << 13;
+  const std::uint32_t scaled = std::bit_cast<std::uint32_t>(std::bit_cast<float>(mag) * 0x1p112f);
+  const std::uint32_t bits = (h & 0x7C00) == 0x7C00 ? (mag | 0x7F800000u) : scaled;
+  return std::bit_cast<float>(bits | static_cast<std::uint32_t>(h & 0x8000) << 16);
+}
+
+std::int64_t id_at(const HostTensor& ids, std::size_t i) noexcept {
+  return ids.dtype == DType::i64 ? ids.as<std::int64_t>()[i] : ids.as<std::int32_t>()[i];
+}
+
+const std::int32_t* map_of(const ExpertsTensors& ix, std::span<const HostTensor> t) {
+  return ix.map >= 0 ? t[at(ix.map)].as<std::int32_t>() : nullptr;
+}
+
+// The activation op's element function, for the experts' activation params and output dtype D.
+ActivationSpec activation_of(const ExpertsSpec& op) {
+  ActivationSpec a;
+  static_cast<ActivationParams&>(a) = op.activation;
+  a.d = op.intermediate;
+  a.dtype = a.out_dtype = op.dtype;
+  return a;
+}
+
+// One GEMM row: a valid (token, slot), or a masked row below its expert's count.
+struct Row {
+  int expert = 0;
+  std::int64_t x = 0;    // its fp32 input row in Plan::x
+  std::int64_t out = 0;  // standard: the slot t * K + k; masked: the row e * T + t of y
+  float weight = 1;      // standard without weight on input: the router weight GEMM2 applies
+};
+
+struct Plan {
+  std::vector<Row> rows;            // grouped by expert; (token, slot) or row order within one
+  std::vector<std::int64_t> first;  // expert e's rows: [first[e], first[e + 1])
+  std::vector<float> x;             // GEMM1's fp32 inputs, H each
+};
+
+// Groups rows by expert (a stable counting sort), so that each weight row is converted once and
+// dotted with every row of its expert.
+void group_by_expert(const ExpertsSpec& op, std::vector<Row> rows, Plan& plan) {
+  plan.first.assign(at(op.num_experts) + 1, 0);
+  for (const auto& r : rows) ++plan.first[at(r.expert) + 1];
+  for (std::size_t e = 0; e < at(op.num_experts); ++e) plan.first[e + 1] += plan.first[e];
+  auto next = plan.first;
+  plan.rows.resize(rows.size());
+  for (const auto& r : rows) plan.rows[at(next[at(r.expert)]++)] = r;
+}
+
+Plan plan_standard(const ExpertsSpec& op, std::span<const HostTensor> t, std::int64_t tokens) {
+  const auto ix = experts_tensors(op);
+  const std::int64_t H = op.hidden, K = op.topk;
+  const auto* map = map_of(ix, t);
+  const auto* weights = t[at(ix.weights)].as<float>();
+  std::vector<Row> rows;
+  for (std::int64_t s = 0; s < tokens * K; ++s) {
+    const int e = local_expert(op, id_at(t[at(ix.ids)], at(s)), map);
+    if (e >= 0) rows.push_back({e, s / K, s, op.weight_on_input ? 1.0f : weights[s]});
+  }
+  Plan plan;
+  group_by_expert(op, std::move(rows), plan);
+  const auto* x = t[at(ix.x)].as<std::uint16_t>();
+  if (!op.weight_on_input) {  // one input row per token
+    plan.x.resize(at(tokens * H));
+    parallel_rows(tokens, [&](std::int64_t r) { to_float_row(op.dtype, x + r * H, &plan.x[at(r * H)], H); });
+    return plan;
+  }
+  // x' = round_D(x * w) per slot: the fp32 product, rounded to D.
+  plan.x.resize(plan.rows.size() * at(H));
+  parallel_rows(static_cast<std::int64_t>(plan.rows.size()), [&](std::int64_t r) {
+    auto& row = plan.rows[at(r)];
+    float* dst = &plan.x[at(r * H)];
+    to_float_row(op.dtype, x + row.x * H, dst, H);
+    for (std::int64_t h = 0; h < H; ++h) dst[h] = round_to(op.dtype, dst[h] * weights[row.out]);
+    row.x = r;
+  });
+  return plan;
+}
+
+Plan plan_masked(const ExpertsSpec& op, std::span<const HostTensor> t, std::int64_t tokens) {
+  const auto ix = experts_tensors(op);
+  const std::int64_t H = op.hidden;
+  const auto* counts = t[at(ix.counts)].as<std::int32_t>();
+  std::vector<Row> rows;
+  for (int e = 0; e < op.num_experts; ++e) {
+    for (std::int64_t r = 0; r < clamp_count(counts[e], tokens); ++r) {
+      rows.push_back({e, static_cast<std::int64_t>(rows.size()), e * tokens + r, 1.0f});
+    }
+  }
+  Plan plan;
+  group_by_expert(op, std::move(rows), plan);  // already in expert order: x indices stay
+  const auto* x = t[at(ix.x)].as<std::uint16_t>();
+  plan.x.resize(plan.rows.size() * at(H));
+  parallel_rows(static_cast<std::int64_t>(plan.rows.size()), [&](std::int64_t r) {
+    to_float_row(op.dtype, x + plan.rows[at(r)].out * H, &plan.x[at(r * H)], H);
+  });
+  return plan;
+}
+
+// The inputs of expert e's GEMM rows (input(r) for its rows r of the Plan).
+template <class RowInput>
+std::vector<const float*> inputs_of(const Plan& plan, int e, RowInput input) {
+  std::vector<const float*> xs;
+  for (std::int64_t r = plan.first[at(e)]; r < plan.first[at(e) + 1]; ++r) xs.push_back(input(r));
+  return xs;
+}
+
+// ---- dot products, in the order experts_dot() documents ----
+
+// NOTE: GCC/Clang vector types make the 16 lanes SIMD operations at any -march; the AVX2 copy,
+// picked at run time, does the same IEEE operations in the same order, so both give the same
+// bits (and so does a build without it).
+using F16 = float __attribute__((vector_size(64)));
+using D16 = double __attribute__((vector_size(128)));
+using F16Unaligned = float __attribute__((vector_size(64), aligned(4), may_alias));
+
+// Rows x[0, R) against one weight row w; out[r] = experts_dot(x[r], w, n). Each 64-element
+// block of w is loaded once for the R rows.
+template <std::size_t R>
+[[gnu::always_inline]] inline void dot_block(const float* w, const float* const* x, std::int64_t n, float* out) noexcept {
+  D16 total[R] = {};
+  for (std::int64_t i = 0; i < n; i += 64) {
+    const auto* wv = reinterpret_cast<const F16Unaligned*>(w + i);
+    for (std::size_t r = 0; r < R; ++r) {
+      const auto* xv = reinterpret_cast<const F16Unaligned*>(x[r] + i);
+      F16 p = xv[0] * wv[0];
+      p = p + xv[1] * wv[1];
+      p = p + xv[2] * wv[2];
+      p = p + xv[3] * wv[3];
+      total[r] += __builtin_convertvector(p, D16);
+    }
+  }
+  for (std::size_t r = 0; r < R; ++r) {
+    double sum = 0;
+    for (int l = 0; l < 16; ++l) sum += total[r][l];
+    out[r] = static_cast<float>(sum);
+  }
+}
+
+[[gnu::always_inline]] inline void dot_rows_body(const float* w, const float* const* x, std::size_t rows, std::int64_t n, float* out) noexcept {
+  std::size_t r = 0;
+  for (; r + 4 <= rows; r += 4) dot_block<4>(w, x + r, n, out + r);
+  for (; r + 2 <= rows; r += 2) dot_block<2>(w, x + r, n, out + r);
+  for (; r < rows; ++r) dot_block<1>(w, x + r, n, out + r);
+}
+
+void dot_rows_base(const float* w, const float* const* x, std::size_t rows, std::int64_t n, float* out) noexcept {
+  dot_rows_body(w, x, rows, n, out);
+}
+
+#if defined(__x86_64__)
+[[gnu::target("avx2")]] void dot_rows_avx2(const float* w, const float* const* x, std::size_t rows, std::int64_t n, float* out) noexcept {
+  dot_rows_body(w, x, rows, n, out);
+}
+#endif
+
+void dot_rows(const float* w, const float* const* x, std::size_t rows, std::int64_t n, float* out) noexcept {
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return dot_rows_avx2(w, x, rows, n, out);
+#endif
+  dot_rows_base(w, x, rows, n, out);
+}
+
+// Work items: blocks of one expert's output rows (GEMM1: intermediate indices, each a gate and
+// an up row; GEMM2: hidden columns), block-major, so that parallel_rows' contiguous shares of
+// them each hold a part of every expert, the hot one of a skewed routing too.
+struct Item {
+  int expert = 0;
+  std::int64_t begin = 0, end = 0;
+};
+
+std::vector<Item> items_of(const ExpertsSpec& op, const Plan& plan, std::int64_t width, std::int64_t block) {
+  std::vector<Item> items;
+  for (std::int64_t b = 0; b < width; b += block) {
+    for (int e = 0; e < op.num_experts; ++e) {
+      if (plan.first[at(e)] < plan.first[at(e) + 1]) items.push_back({e, b, std::min(width, b + block)});
+    }
+  }
+  return items;
+}
+
+// GEMM1, rounded to D, and the activation: h [rows, I] (fp32 holding D values).
+std::vector<float> gemm1_activation(const ExpertsSpec& op, std::span<const HostTensor> t, const Plan& plan) {
+  const auto ix = experts_tensors(op);
+  const std::int64_t H = op.hidden, I = op.intermediate;
+  const auto act = activation_of(op);
+  const auto* w13 = t[at(ix.w13)].as<std::uint16_t>();
+  const auto* b13 = ix.b13 >= 0 ? t[at(ix.b13)].as<std::uint16_t>() : nullptr;
+  std::vector<float> h(plan.rows.size() * at(I));
+  const auto items = items_of(op, plan, I, 16);
+  parallel_rows(static_cast<std::int64_t>(items.size()), [&](std::int64_t n) {
+    const Item it = items[at(n)];
+    const auto xs = inputs_of(plan, it.expert, [&](std::int64_t r) { return &plan.x[at(plan.rows[at(r)].x * H)]; });
+    const std::int64_t first = plan.first[at(it.expert)];
+    std::vector<float> gate_w(at(H)), up_w(at(H)), g(xs.size()), u(xs.size());
+    for (std::int64_t i = it.begin; i < it.end; ++i) {
+      const std::int64_t base = it.expert * 2 * I;
+      const std::int64_t jg = base + (op.activation.interleaved ? 2 * i : i);
+      const std::int64_t ju = base + (op.activation.interleaved ? 2 * i + 1 : I + i);
+      to_float_row(op.dtype, w13 + jg * H, gate_w.data(), H);
+      to_float_row(op.dtype, w13 + ju * H, up_w.data(), H);
+      dot_rows(gate_w.data(), xs.data(), xs.size(), H, g.data());
+      dot_rows(up_w.data(), xs.data(), xs.size(), H, u.data());
+      for (std::size_t r = 0; r < xs.size(); ++r) {
+        if (b13) {
+          g[r] = g[r] + load(op.dtype, b13, at(jg));
+          u[r] = u[r] + load(op.dtype, b13, at(ju));
+        }
+        h[at(first + static_cast<std::int64_t>(r)) * at(I) + at(i)] = activation_element(act, round_to(op.dtype, g[r]), round_to(op.dtype, u[r]));
+      }
+    }
+  });
+  return h;
+}
+
+// GEMM2 with the router weight, rounded to D: masked rows go straight to y; standard rows to
+// o [rows, H] for the combine.
+std::vector<float> gemm2(const ExpertsSpec& op, std::span<HostTensor> t, const Plan& plan, const std::vector<float>& h) {
+  const auto ix = experts_tensors(op);
+  const std::int64_t H = op.hidden, I = op.intermediate;
+  const auto* w2 = t[at(ix.w2)].as<std::uint16_t>();
+  const auto* b2 = ix.b2 >= 0 ? t[at(ix.b2)].as<std::uint16_t>() : nullptr;
+  void* y = t[at(ix.y)].data.data();
+  const bool scale = !op.masked() && !op.weight_on_input;
+  std::vector<float> o(op.masked() ? 0 : plan.rows.size() * at(H));
+  const auto items = items_of(op, plan, H, 64);
+  parallel_rows(static_cast<std::int64_t>(items.size()), [&](std::int64_t n) {
+    const Item it = items[at(n)];
+    const std::int64_t first = plan.first[at(it.expert)];
+    const auto hs = inputs_of(plan, it.expert, [&](std::int64_t r) { return &h[at(r * I)]; });
+    std::vector<float> w(at(I)), acc(hs.size());
+    for (std::int64_t c = it.begin; c < it.end; ++c) {
+      to_float_row(op.dtype, w2 + (it.expert * H + c) * I, w.data(), I);
+      dot_rows(w.data(), hs.data(), hs.size(), I, acc.data());
+      for (std::size_t k = 0; k < hs.size(); ++k) {
+        const Row& row = plan.rows[at(first) + k];
+        float a = acc[k];
+        if (b2) a = a + load(op.dtype, b2, at(it.expert * H + c));
+        if (scale) a = a * row.weight;
+        if (op.masked()) {
+          store(op.dtype, y, at(row.out * H + c), a);
+        } else {
+          o[(at(first) + k) * at(H) + at(c)] = round_to(op.dtype, a);
+        }
+      }
+    }
+  });
+  return o;
+}
+
+// y[t] = round_D(the fp32 sum of the token's valid slots in slot order, from +0).
+void combine(const ExpertsSpec& op, HostTensor& y, const Plan& plan, const std::vector<float>& o, std::int64_t tokens) {
+  const std::int64_t H = op.hidden, K = op.topk;
+  std::vector<std::int64_t> row_of(at(tokens * K), -1);
+  for (std::size_t r = 0; r < plan.rows.size(); ++r) row_of[at(plan.rows[r].out)] = static_cast<std::int64_t>(r);
+  parallel_rows(tokens, [&](std::int64_t t) {
+    for (std::int64_t c = 0; c < H; ++c) {
+      float s = 0.0f;
+      for (std::int64_t k = 0; k < K; ++k) {
+        const std::int64_t r = row_of[at(t * K + k)];
+        if (r >= 0) s = s + o[at(r * H + c)];
+      }
+      store(op.dtype, y.data.data(), at(t * H + c), s);
+    }
+  });
+}
+
+// ---- inputs ----
+
+// Counter-based values: element i of a tensor is a hash (splitmix64) of (seed, i), so a 15 GB
+// weight tensor fills on every core and a seed gives the same tensor at any thread count.
+std::uint64_t hash(std::uint64_t seed, std::uint64_t i) noexcept {
+  std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+float symmetric(std::uint64_t seed, std::uint64_t i) noexcept {  // uniform in [-1, 1)
+  return static_cast<float>(hash(seed, i) >> 40) * 0x1p-23f - 1.0f;
+}
+float normal(std::uint64_t seed, std::uint64_t i) noexcept {  // Box-Muller on the hash's two halves
+  const std::uint64_t z = hash(seed, i);
+  const double u1 = static_cast<double>((z >> 40) + 1) * 0x1p-24, u2 = static_cast<double>((z >> 8) & 0xFFFFFF) * 0x1p-24;
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+}
+
+template <class Value>
+void fill_each(HostTensor& t, Value value) {
+  constexpr std::int64_t kChunk = 1 << 16;
+  const auto n = static_cast<std::int64_t>(t.elements());
+  parallel_rows((n + kChunk - 1) / kChunk, [&](std::int64_t chunk) {
+    const auto begin = static_cast<std::uint64_t>(chunk * kChunk), end = static_cast<std::uint64_t>(std::min(n, (chunk + 1) * kChunk));
+    auto* out = t.as<std::uint16_t>();  // bf16 or fp16
+    if (t.dtype == DType::bf16) {  // round to nearest even, inline (the values are finite)
+      for (std::uint64_t i = begin; i < end; ++i) {
+        const auto b = std::bit_cast<std::uint32_t>(value(i));
+        out[i] = static_cast<std::uint16_t>((b + 0x7FFF + ((b >> 16) & 1)) >> 16);
+      }
+    } else {
+      for (std::uint64_t i = begin; i < end; ++i) out[i] = float_to_half(value(i));
+    }
+  });
+}
+
+// Variant 2's x: three entries of +-1 at distinct random columns of each row, the rest 0.
+void fill_sparse_x(const ExpertsSpec& op, HostTensor& x, Rng& rng) {
+  const std::int64_t H = op.hidden, rows = static_cast<std::int64_t>(x.elements()) / H;
+  std::fill(x.data.begin(), x.data.end(), std::byte{0});
+  std::uniform_int_distribution<std::int64_t> column(0, H - 1);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t cols[3];
+    for (int n = 0; n < 3; ++n) {
+      do cols[n] = column(rng);
+      while (std::find(cols, cols + n, cols[n]) != cols + n);
+      store(op.dtype, x.data.data(), at(r * H + cols[n]), (rng() & 1) ? 1.0f : -1.0f);
+    }
+  }
+}
+
+void fill_weights(const ExpertsSpec& op, std::span<HostTensor> t, Rng& rng, int variant) {
+  const auto ix = experts_tensors(op);
+  const std::uint64_t I = static_cast<std::uint64_t>(op.intermediate), H = static_cast<std::uint64_t>(op.hidden);
+  const std::uint64_t s13 = rng(), s2 = rng(), sb = rng();
+  if (variant == kExact) {
+    // w13 k/16 with k in [-127, 127] (exact in bf16 and fp16); w2 one-hot: w2[e][c][i] = (i == c % I).
+    fill_each(t[at(ix.w13)], [&](std::uint64_t i) { return static_cast<float>(static_cast<int>(hash(s13, i) % 255) - 127) / 16.0f; });
+    fill_each(t[at(ix.w2)], [&](std::uint64_t i) { return i % I == (i / I) % H % I ? 1.0f : 0.0f; });
+    for (int b : {ix.b13, ix.b2}) {
+      if (b >= 0) fill_each(t[at(b)], [](std::uint64_t) { return 0.0f; });
+    }
+    return;
+  }
+  // U(-1, 1) * 2 / sqrt(fan-in): each GEMM's outputs O(1).
+  const float a13 = 2.0f / std::sqrt(static_cast<float>(H)), a2 = 2.0f / std::sqrt(static_cast<float>(I));
+  fill_each(t[at(ix.w13)], [&](std::uint64_t i) { return symmetric(s13, i) * a13; });
+  fill_each(t[at(ix.w2)], [&](std::uint64_t i) { return symmetric(s2, i) * a2; });
+  if (ix.b13 >= 0) fill_each(t[at(ix.b13)], [&](std::uint64_t i) { return symmetric(sb, i) * 0.1f; });
+  if (ix.b2 >= 0) fill_each(t[at(ix.b2)], [&](std::uint64_t i) { return symmetric(sb + 1, i) * 0.1f; });
+}
+
+// The expert map: a random permutation of the global ids; the first ~3/4 of it map to local
+// experts 0, 1, ..., E-1, 0, ... (several global ids share an expert when E_global > 4E/3: a
+// legal map, the kernels only look it up), the rest to -1. Returns the global ids in that
+// order, and how many of them are mapped.
+std::vector<std::int64_t> fill_map(const ExpertsSpec& op, std::span<HostTensor> t, Rng& rng, std::int64_t& mapped) {
+  const auto ix = experts_tensors(op);
+  std::vector<std::int64_t> order(at(op.id_range()));
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
+  mapped = op.id_range();
+  if (ix.map < 0) return order;
+  std::shuffle(order.begin(), order.end(), rng);
+  mapped = (3 * op.global_experts + 3) / 4;
+  auto* map = t[at(ix.map)].as<std::int32_t>();
+  for (std::int64_t i = 0; i < op.global_experts; ++i) {
+    map[order[at(i)]] = i < mapped ? static_cast<std::int32_t>(i % op.num_experts) : -1;
+  }
+  return order;
+}
+
+// Moves `count` distinct random entries of pool[begin, end) to pool[begin, begin + count) (a
+// partial Fisher-Yates shuffle: the pool stays a permutation from token to token).
+void draw(std::vector<std::int64_t>& pool, std::size_t begin, std::size_t end, std::size_t count, Rng& rng) {
+  for (std::size_t j = begin; j < begin + count && j < end; ++j) {
+    std::uniform_int_distribution<std::size_t> pick(j, end - 1);
+    std::swap(pool[j], pool[pick(rng)]);
+  }
+}
+
+void fill_routing(const ExpertsSpec& op, std::span<HostTensor> t, std::int64_t tokens, Rng& rng, int variant) {
+  const auto ix = experts_tensors(op);
+  const std::int64_t K = op.topk;
+  std::int64_t mapped = 0;
+  // Valid ids first (order[0] is the hot expert: local expert 0), then those the map drops.
+  auto order = fill_map(op, t, rng, mapped);
+  const bool hot = variant == kSkewedInvalid || variant == kBenchSkewed;
+  // The ids the other slots are drawn from: valid ones first, then (variant 1, or when there
+  // are fewer valid ids than K) the map's -1 ids.
+  std::vector<std::int64_t> pool(order.begin() + (hot ? 1 : 0), order.end());
+  const auto valid = static_cast<std::size_t>(mapped - (hot ? 1 : 0));
+  const std::int64_t invalid_ids[] = {-1, op.id_range(), std::int64_t{1} << 30};
+  std::uniform_int_distribution<int> percent(0, 99);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  auto& ids = t[at(ix.ids)];
+  auto* weights = t[at(ix.weights)].as<float>();
+  std::vector<std::int64_t> row(at(K));
+  int next_invalid = 0;
+  for (std::int64_t tok = 0; tok < tokens; ++tok) {
+    const std::size_t others = at(K) - (hot ? 1 : 0);
+    if (variant == kSkewedInvalid) {
+      draw(pool, 0, pool.size(), others, rng);  // any id but the hot one, valid or not
+    } else {
+      draw(pool, 0, valid, std::min(others, valid), rng);
+      // Fewer valid ids than slots (a map that drops many): the rest from the map's -1 ids.
+      if (others > valid) draw(pool, valid, pool.size(), others - valid, rng);
+    }
+    std::size_t k = 0;
+    if (hot) row[k++] = order[0];
+    for (std::size_t j = 0; k < at(K); ++j) row[k++] = pool[j];
+    if (variant == kSkewedInvalid) {
+      // About 5% of the slots invalid, and every token t = 5 mod 8 without a valid slot.
+      for (auto& id : row) {
+        if (tok % 8 == 5 || percent(rng) < 5) id = invalid_ids[next_invalid++ % 3];
+      }
+    }
+    for (std::int64_t j = 0; j < K; ++j) {
+      const std::size_t s = at(tok * K + j);
+      if (ids.dtype == DType::i64) {
+        ids.as<std::int64_t>()[s] = row[at(j)];
+      } else {
+        ids.as<std::int32_t>()[s] = static_cast<std::int32_t>(row[at(j)]);
+      }
+      // Variant 2: weight 1 on slot 0 and 0 elsewhere, so that y is slot 0's h exactly.
+      weights[s] = variant == kExact ? (j == 0 ? 1.0f : 0.0f) : 1.0f - unit(rng);  // (0, 1]
+    }
+  }
+}
+
+void fill_counts(const ExpertsSpec& op, std::span<HostTensor> t, std::int64_t tokens, Rng& rng, int variant) {
+  auto* counts = t[at(experts_tensors(op).counts)].as<std::int32_t>();
+  const auto T = static_cast<std::int32_t>(tokens);
+  std::uniform_int_distribution<std::int32_t> some(0, T), beyond(1, 100);
+  for (std::int32_t e = 0; e < op.num_experts; ++e) {
+    if (variant == kBenchUniform) {
+      counts[e] = T;
+    } else if (variant == kBenchSkewed) {
+      counts[e] = e == 0 ? T : T / 8;
+    } else if (variant == kSkewedInvalid) {  // clamped to [0, T]
+      constexpr std::int32_t kMin = std::numeric_limits<std::int32_t>::min(), kMax = std::numeric_limits<std::int32_t>::max();
+      const std::int32_t pattern[] = {-beyond(rng), T + beyond(rng), kMin, kMax, some(rng)};
+      counts[e] = pattern[e % 5];
+    } else {
+      const std::int32_t pattern[] = {0, T, T / 2, some(rng)};
+      counts[e] = pattern[e % 4];
+    }
+  }
+}
+
+// ---- comparison ----
+
+// Variant 2's inputs, recognized by their values (compare is not told the variant): x rows of
+// three +-1 entries and zeros, expert 0's first w2 rows one-hot, and (standard) router weight 1
+// on slot 0 and 0 on the others.
+bool exact_inputs(const ExpertsSpec& op, std::span<const HostTensor> want, std::int64_t tokens) {
+  const auto ix = experts_tensors(op);
+  const std::int64_t H = op.hidden, I = op.intermediate;
+  const auto& x = want[at(ix.x)];
+  const auto rows = static_cast<std::int64_t>(x.elements()) / H;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    int nonzero = 0;
+    for (std::int64_t h = 0; h < H; ++h) {
+      const float v = load(op.dtype, x.data.data(), at(r * H + h));
+      if (v != 0.0f && v != 1.0f && v != -1.0f) return false;
+      nonzero += v != 0.0f;
+    }
+    if (nonzero != 3) return false;
+  }
+  for (std::int64_t c = 0; c < std::min<std::int64_t>(H, 64); ++c) {
+    for (std::int64_t i = 0; i < I; ++i) {
+      if (load(op.dtype, want[at(ix.w2)].data.data(), at(c * I + i)) != (i == c % I ? 1.0f : 0.0f)) return false;
+    }
+  }
+  if (op.masked()) return rows > 0;
+  const auto* w = want[at(ix.weights)].as<float>();
+  for (std::int64_t s = 0; s < tokens * op.topk; ++s) {
+    if (w[s] != (s % op.topk == 0 ? 1.0f : 0.0f)) return false;
+  }
+  return tokens > 0;
+}
+
+// At most 8 lines: the 8th becomes "... and more" when there are more.
+class Failures {
+ public:
+  void add(std::string line) {
+    if (lines_.size() < 8) {
+      lines_.push_back(std::move(line));
+    } else {
+      lines_.back() = "... and more";
+    }
+  }
+  std::vector<std::string> take() { return std::move(lines_); }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+// What the comparison needs to know of each y row.
+struct RowInfo {
+  std::vector<char> written;           // the reference wrote the row
+  std::vector<char> empty;             // standard: the token has no valid slot
+  std::vector<std::int64_t> clamped;   // masked: each expert's clamped count
+};
+
+RowInfo row_info(const ExpertsSpec& op, std::span<const HostTensor> want, std::int64_t tokens) {
+  const auto ix = experts_tensors(op);
+  RowInfo info;
+  if (op.masked()) {
+    const auto* counts = want[at(ix.counts)].as<std::int32_t>();
+    info.written.assign(at(op.num_experts * tokens), 0);
+    for (std::int64_t e = 0; e < op.num_experts; ++e) {
+      info.clamped.push_back(clamp_count(counts[e], tokens));
+      for (std::int64_t r = 0; r < info.clamped.back(); ++r) info.written[at(e * tokens + r)] = 1;
+    }
+    info.empty.assign(info.written.size(), 0);
+    return info;
+  }
+  info.written.assign(at(tokens), 1);
+  info.empty.assign(at(tokens), 1);
+  const auto* map = map_of(ix, want);
+  for (std::int64_t s = 0; s < tokens * op.topk; ++s) {
+    if (local_expert(op, id_at(want[at(ix.ids)], at(s)), map) >= 0) info.empty[at(s / op.topk)] = 0;
+  }
+  return info;
+}
+
+// "y[t][c] (token t, experts [3, -, 17])" or "y[e][t][c] (expert e, row t of n)".
+std::string where(const ExpertsSpec& op, std::span<const HostTensor> want, const RowInfo& info, std::int64_t tokens, std::int64_t i) {
+  const std::int64_t H = op.hidden, row = i / H, c = i % H;
+  if (op.masked()) {
+    const std::int64_t e = row / tokens, t = row % tokens;
+    return fmt::format("y[{}][{}][{}] (expert {}, row {} of {})", e, t, c, e, t, info.clamped[at(e)]);
+  }
+  const auto ix = experts_tensors(op);
+  std::vector<std::string> experts;
+  for (std::int64_t k = 0; k < op.topk; ++k) {
+    const int e = local_expert(op, id_at(want[at(ix.ids)], at(row * op.topk + k)), map_of(ix, want));
+    experts.push_back(e >= 0 ? std::to_string(e) : "-");
+  }
+  return fmt::format("y[{}][{}] (token {}, slots' experts [{}])", row, c, row, fmt::join(experts, ", "));
+}
+
+}  // namespace
+
+ExpertsTensors experts_tensors(const ExpertsSpec& op) noexcept {
+  ExpertsTensors ix;
+  int n = 1;
+  if (op.masked()) {
+    ix.counts = n++;
+  } else {
+    ix.ids = n++;
+    ix.weights = n++;
+  }
+  ix.w13 = n++;
+  ix.w2 = n++;
+  if (op.bias) {
+    ix.b13 = n++;
+    ix.b2 = n++;
+  }
+  if (op.global_experts > 0) ix.map = n++;
+  ix.y = n;
+  return ix;
+}
+
+void to_float_row(DType d, const std::uint16_t* src, float* dst, std::int64_t n) noexcept {
+  if (d == DType::bf16) {
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = bf16_bits(src[i]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = half_bits(src[i]);
+  }
+}
+
+int local_expert(const ExpertsSpec& op, std::int64_t id, const std::int32_t* expert_map) noexcept {
+  if (id < 0 || id >= op.id_range()) return -1;
+  const std::int64_t e = expert_map ? expert_map[id] : id;
+  return e >= 0 && e < op.num_experts ? static_cast<int>(e) : -1;
+}
+
+float experts_dot(const float* a, const float* b, std::int64_t n) noexcept {
+  float out = 0;
+  dot_rows(b, &a, 1, n, &out);
+  return out;
+}
+
+void experts_reference(const ExpertsSpec& op, std::span<HostTensor> tensors, std::int64_t tokens) {
+  const Plan plan = op.masked() ? plan_masked(op, tensors, tokens) : plan_standard(op, tensors, tokens);
+  const auto h = gemm1_activation(op, tensors, plan);
+  const auto o = gemm2(op, tensors, plan, h);
+  if (!op.masked()) combine(op, tensors[at(experts_tensors(op).y)], plan, o, tokens);
+}
+
+std::string ExpertsHarness::variant_name(int variant) const {
+  switch (variant) {
+    case kUniform: return "uniform routing";
+    case kSkewedInvalid: return "skewed + invalid";
+    case kExact: return "exact activation";
+    case kBenchUniform: return "uniform (bench)";
+    default: return "skewed (bench)";
+  }
+}
+
+std::vector<OpHarness::BenchInputs> ExpertsHarness::bench_inputs(const OpSpec& spec) const {
+  if (as_experts(spec).masked()) {
+    return {{"uniform", kBenchUniform, "every expert holds T rows"}, {"skewed", kBenchSkewed, "expert 0 holds T rows, the others T/8"}};
+  }
+  return {{"uniform", kUniform, "K distinct uniform experts per token"},
+          {"skewed", kBenchSkewed, "every token's slot 0 on expert 0, the others uniform"}};
+}
+
+namespace {
+std::vector<std::int64_t> at_most(std::vector<std::int64_t> tokens, std::int64_t max) {
+  std::erase_if(tokens, [&](std::int64_t t) { return t > max; });
+  return tokens;
+}
+}  // namespace
+
+std::vector<std::int64_t> ExpertsHarness::check_tokens(const OpSpec& spec) const {
+  // Few and small: a DeepSeek-V3 reference at T = 64 is 22 GFLOP.
+  const auto& op = as_experts(spec);
+  return at_most(op.masked() ? std::vector<std::int64_t>{0, 1, 7, 64} : std::vector<std::int64_t>{0, 1, 3, 8, 64}, op.max_tokens());
+}
+
+std::vector<std::int64_t> ExpertsHarness::bench_tokens(const OpSpec& spec) const {
+  const auto& op = as_experts(spec);
+  return at_most(op.masked() ? std::vector<std::int64_t>{1, 8, 64, 512} : std::vector<std::int64_t>{1, 8, 32, 64, 512, 4096},
+                 op.max_tokens());
+}
+
+void ExpertsHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tensors, std::int64_t tokens, Rng& rng,
+                                 int variant) const {
+  const auto& op = as_experts(spec);
+  const auto ix = experts_tensors(op);
+  if (variant == kExact) {
+    fill_sparse_x(op, tensors[at(ix.x)], rng);
+  } else {
+    const std::uint64_t seed = rng();
+    fill_each(tensors[at(ix.x)], [&](std::uint64_t i) { return normal(seed, i); });
+  }
+  fill_weights(op, tensors, rng, variant);
+  if (op.masked()) {
+    fill_counts(op, tensors, tokens, rng, variant);
+  } else {
+    fill_routing(op, tensors, tokens, rng, variant);
+  }
+}
+
+void ExpertsHarness::run(const OpSpec& spec, std::span<HostTensor> tensors, std::int64_t tokens) const {
+  experts_reference(as_experts(spec), tensors, tokens);
+}
+
+std::vector<std::string> ExpertsHarness::compare(const OpSpec& spec, std::span<const HostTensor> want,
+                                                 std::span<const HostTensor> got, std::int64_t tokens) const {
+  const auto& op = as_experts(spec);
+  const auto ix = experts_tensors(op);
+  const DType d = op.dtype;
+  const std::int64_t H = op.hidden;
+  const auto& w = want[at(ix.y)];
+  const auto& g = got[at(ix.y)];
+  const auto info = row_info(op, want, tokens);
+  const bool exact = exact_inputs(op, want, tokens);
+  Failures failures;
+  auto value = [&](const HostTensor& t, std::int64_t i) { return load(d, t.data.data(), at(i)); };
+  auto line = [&](std::int64_t i, std::string_view why) {
+    failures.add(fmt::format("{}: got {} want {}{} (T={})", where(op, want, info, tokens, i), value(g, i), value(w, i), why, tokens));
+  };
+  double err2 = 0, ref2 = 0, worst = -1;
+  std::int64_t worst_at = 0, elements = 0, off_by_one = 0;
+  for (std::int64_t row = 0; row < static_cast<std::int64_t>(info.written.size()); ++row) {
+    const std::size_t bytes = at(H) * size_of(d);
+    if (!info.written[at(row)]) {  // a masked row past its expert's count: untouched
+      if (std::memcmp(w.data.data() + at(row) * bytes, g.data.data() + at(row) * bytes, bytes) == 0) continue;
+      std::int64_t c = 0;
+      while (c < H && ulp_distance(d, w.data.data(), g.data.data(), at(row * H + c)) == 0) ++c;
+      line(row * H + std::min(c, H - 1), ", a row past the count was written");
+      continue;
+    }
+    for (std::int64_t i = row * H; i < (row + 1) * H; ++i) {
+      const double wv = value(w, i), gv = value(g, i);
+      if (info.empty[at(row)]) {
+        if (gv != 0) line(i, ", the token has no valid slot");
+        continue;
+      }
+      if (!std::isfinite(wv)) continue;
+      if (!std::isfinite(gv)) {
+        line(i, "");
+        continue;
+      }
+      ++elements;
+      if (exact) {
+        const auto dist = ulp_distance(d, w.data.data(), g.data.data(), at(i));
+        if (dist == 1) ++off_by_one;
+        if (dist > 1) line(i, fmt::format(" ({} ulp)", dist));
+        continue;
+      }
+      err2 += (gv - wv) * (gv - wv);
+      ref2 += wv * wv;
+      if (std::fabs(gv - wv) > worst) {
+        worst = std::fabs(gv - wv);
+        worst_at = i;
+      }
+    }
+  }
+  // numerics.md: the activation test's rule on the exact variant; 5e-3 relative on the others
+  // (numerics.md allows 1e-2; the same rounding points leave far less).
+  const std::int64_t allowed_off_by_one = (elements + 999) / 1000;
+  if (exact && off_by_one > allowed_off_by_one) {
+    failures.add(fmt::format("y: {} elements off by 1 ulp, at most {} allowed (T={})", off_by_one, allowed_off_by_one, tokens));
+  }
+  if (!exact && err2 > 25e-6 * ref2) {
+    const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::numeric_limits<double>::infinity();
+    failures.add(fmt::format("y: relative error {:.3g} over {} elements (T={}), at most 5e-3; the largest difference at {}: got {} want {}", rel,
+                             elements, tokens, where(op, want, info, tokens, worst_at), value(g, worst_at), value(w, worst_at)));
+  }
+  return failures.take();
+}
+
+namespace {
+// Valid slots (masked: counted rows) and the experts they use.
+struct Usage {
+  std::int64_t rows = 0;
+  std::int64_t experts = 0;
+};
+
+Usage usage(const ExpertsSpec& op, std::span<const HostTensor> t, std::int64_t tokens) {
+  const auto ix = experts_tensors(op);
+  std::vector<char> used(at(op.num_experts), 0);
+  Usage u;
+  if (op.masked()) {
+    const auto* counts = t[at(ix.counts)].as<std::int32_t>();
+    for (std::int64_t e = 0; e < op.num_experts; ++e) {
+      u.rows += clamp_count(counts[e], tokens);
+      used[at(e)] = clamp_count(counts[e], tokens) > 0;
+    }
+  } else {
+    for (std::int64_t s = 0; s < tokens * op.topk; ++s) {
+      const int e = local_expert(op, id_at(t[at(ix.ids)], at(s)), map_of(ix, t));
+      if (e < 0) continue;
+      ++u.rows;
+      used[at(e)] = 1;
+    }
+  }
+  u.experts = std::count(used.begin(), used.end(), 1);
+  return u;
+}
+}  // namespace
+
+double ExpertsHarness::bytes_moved(const OpSpec& spec, std::span<const HostTensor> tensors, std::int64_t tokens) const {
+  const auto& op = as_experts(spec);
+  const auto u = usage(op, tensors, tokens);
+  const double row = static_cast<double>(op.hidden) * static_cast<double>(size_of(op.dtype));
+  const double weights = static_cast<double>(u.experts) * static_cast<double>(op.expert_bytes());
+  if (op.masked()) return 2 * row * static_cast<double>(u.rows) + 4.0 * op.num_experts + weights;
+  const double slots = static_cast<double>(tokens * op.topk);
+  return 2 * row * static_cast<double>(tokens) + slots * static_cast<double>(size_of(op.ids_dtype) + 4) + weights;
+}
+
+double ExpertsHarness::flops(const OpSpec& spec, std::span<const HostTensor> tensors, std::int64_t tokens) const {
+  const auto& op = as_experts(spec);
+  return 2.0 * static_cast<double>(usage(op, tensors, tokens).rows) * 3.0 * op.hidden * static_cast<double>(op.intermediate);
+}
+
+}  // namespace moejit::reference
