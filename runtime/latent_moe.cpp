@@ -6,11 +6,11 @@
 #include "compiler/ops/latent_tail.hpp"
 #include "device.hpp"
 #include "kernel.hpp"
+#include "latent_tail_choice.hpp"
 #include "op_loader.hpp"
 #include "templates/latent_tail_args.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <exception>
@@ -82,12 +82,7 @@ struct LatentMoE::Impl {
   // Fused path.
   DeviceBuffer peer_buffer, shared_sum, phase;  // phase: [phase, done]
   TailPeers peers{};
-  struct Measured {
-    std::int64_t tokens;
-    Path best;
-    Path base;
-  };
-  std::vector<Measured> measured;  // from runtime/latent_tail_paths.json
+  std::vector<detail::TailMeasurement> measured;  // from runtime/latent_tail_paths.json
   // NOTE: declared in the reverse of the order they are released: IPC mappings, peer contexts,
   // the error flag, the events, then the side stream.
   detail::Stream side;                 // the second stream of the overlapped shared all-gather
@@ -200,42 +195,10 @@ struct LatentMoE::Impl {
     return error_flag.host() && *static_cast<volatile int*>(error_flag.host()) != 0;
   }
 
-  void load_measurements() {
-    const auto data = nlohmann::json::parse(detail::latent_tail_paths_json());
-    auto parse = [](const std::string& p) {
-      return p == "fused" ? Path::fused : p == "base-striped" ? Path::base_striped : Path::base_full;
-    };
-    for (const auto& e : data.at("entries")) {
-      if (e.at("tp").get<int>() != spec.tp_size) continue;
-      measured.push_back({e.at("tokens").get<std::int64_t>(), parse(e.at("path").get<std::string>()),
-                          parse(e.at("base").get<std::string>())});
-    }
-    std::sort(measured.begin(), measured.end(), [](const auto& a, const auto& b) { return a.tokens < b.tokens; });
-  }
+  // NOTE: the measured paths are data; runtime/latent_tail_paths.json names the command that re-measures them.
+  void load_measurements() { measured = detail::tail_measurements(detail::latent_tail_paths_json(), spec.tp_size); }
 
-  // The measurement that applies to `tokens`: the last entry at or below it.
-  const Measured* measurement(std::int64_t tokens) const noexcept {
-    const Measured* m = nullptr;
-    for (const auto& e : measured) {
-      if (e.tokens <= tokens) m = &e;
-    }
-    return m;
-  }
-
-  Path choose(std::int64_t tokens) const noexcept {
-    if (spec.tp_size == 1) return Path::base_full;
-    const bool fused_ok = spec.fused_possible() && tokens <= spec.slot_tokens();
-    const Measured* m = measurement(tokens);
-    auto base = [&] {
-      if (spec.base_variant == TailBaseVariant::full || !spec.striped_possible()) return Path::base_full;
-      if (spec.base_variant == TailBaseVariant::striped) return Path::base_striped;
-      return m && m->base == Path::base_striped ? Path::base_striped : Path::base_full;
-    };
-    if (spec.path == TailPath::base || !fused_ok) return base();
-    if (spec.path == TailPath::fused) return Path::fused;
-    // auto: fused unless a measurement says a base variant is faster here.
-    return !m || m->best == Path::fused ? Path::fused : base();
-  }
+  Path choose(std::int64_t tokens) const noexcept { return detail::choose_tail_path(spec, measured, tokens); }
 
   // ---- launches ----
   // The caller's tensors of one call, named (LatentTailSpec::tensors() gives their order).
