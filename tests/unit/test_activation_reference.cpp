@@ -6,6 +6,7 @@
 #include "reference/numeric.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
@@ -114,4 +115,27 @@ TEST_CASE("activation compare: outputs of a subnormal gate are equal within FLT_
   got[1] = tensors[1];
   got[1].as<float>()[0] = std::isnan(tensors[1].as<float>()[0]) ? -kInf : std::numeric_limits<float>::quiet_NaN();
   CHECK(harness.compare(op, tensors, got, 1).empty());
+}
+
+TEST_CASE("activation compare reports failures in element order, whatever the threads that judge them", "[reference]") {
+  // 200 rows of 64: 20 elements 1 ulp off (13 allowed) and two far off, spread over the rows.
+  const auto spec = parse_spec(R"({"op": "activation", "kind": "silu", "d": 64})", "t.json");
+  const auto& op = act(spec);
+  const auto& harness = harness_for("activation");
+  auto want = make_tensors(op, 200);
+  for (std::size_t i = 0; i < want[0].elements(); ++i) want[0].as<std::uint16_t>()[i] = 0x3F80;  // 1.0
+  harness.run(op, want, 200);
+  auto got = want;
+  auto* out = got[1].as<std::uint16_t>();
+  CHECK(harness.compare(op, want, got, 200).empty());
+  for (std::size_t i = 0; i < 2000; i += 100) ++out[i];
+  CHECK(harness.compare(op, want, got, 200).size() == 8);  // the 14th to 20th, and the count
+  out[1050] += 5;
+  out[12000] += 5;
+  const auto failures = harness.compare(op, want, got, 200);
+  REQUIRE(failures.size() == 9);
+  CHECK(failures[0].starts_with("out[16][26] (T=200): "));  // element 1050, the first far one
+  for (std::size_t k = 1; k < 7; ++k) CHECK(failures[k].starts_with(fmt::format("out[{}][{}] ", (1200 + 100 * k) / 64, (1200 + 100 * k) % 64)));
+  CHECK(failures[7] == "... and more");  // the 8th line, element 1900, gave way to element 12000
+  CHECK(failures[8] == "20 elements off by 1 ulp, at most 13 allowed");
 }

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -43,4 +44,24 @@ TEST_CASE("every family has a harness; an unknown one is a usage error", "[refer
   } catch (const Error& e) {
     CHECK(e.kind() == ErrorKind::usage);
   }
+}
+
+TEST_CASE("a row's random inputs come from its own stream: the same however many rows are filled", "[reference][harness]") {
+  const auto dense = parse_spec(R"({"op": "activation", "kind": "silu", "d": 32})", "a.json");
+  const auto router = parse_spec(R"({"op": "routing", "num_experts": 64, "topk": 4, "scoring": "sigmoid"})", "r.json");
+  for (const auto* spec : {&dense, &router}) {
+    const auto& op = *spec->ops[0];
+    const auto& harness = harness_for(op.family());
+    for (int variant = 0; variant < harness.variants(); ++variant) {
+      Rng few_rng(9), many_rng(9);
+      auto few = make_tensors(op, 70), many = make_tensors(op, 300);
+      harness.fill_inputs(op, few, 70, few_rng, variant);
+      harness.fill_inputs(op, many, 300, many_rng, variant);
+      INFO(op.family() << " variant " << variant);
+      CHECK(std::equal(few[0].data.begin(), few[0].data.end(), many[0].data.begin()));
+    }
+  }
+  CHECK(row_rng(1, 0)() == row_rng(1, 0)());
+  CHECK(row_rng(1, 0)() != row_rng(1, 1)());
+  CHECK(row_rng(1, 0)() != row_rng(2, 0)());
 }
