@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
+#include <string>
+#include <vector>
 
 namespace moejit::reference {
 
@@ -130,10 +133,19 @@ std::vector<OpHarness::BenchInputs> ActivationHarness::bench_inputs(const OpSpec
           {"full", 5, variant_name(5)}};
 }
 
-void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tensors, std::int64_t tokens, Rng& rng,
-                                    int variant) const {
-  const auto& op = as_activation(spec);
-  auto& x = tensors[0];
+namespace {
+
+// Bench-sized inputs: a cheap hash (splitmix64) of the index, uniform in [-4, 4), no zeros.
+float hashed_input(std::uint64_t seed, std::size_t i) {
+  std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (8.0f / 16777216.0f) - 3.999f;
+}
+
+// One row of variant 0 (normal) or 1 (special values) inputs, from the row's own stream.
+void fill_random_row(const ActivationSpec& op, int variant, Rng rng, void* x, std::size_t first, std::size_t count) {
   std::normal_distribution<float> normal(0.0f, 2.0f);
   std::uniform_real_distribution<float> large(-50.0f, 50.0f);
   // Arguments of the sigmoid whose 1 / (1 + exp(-x)) is subnormal (1 + exp(-x) in [2^126,
@@ -142,18 +154,7 @@ void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> te
   std::uniform_real_distribution<float> subnormal_sigmoid(-88.6f / sigmoid_scale, -87.4f / sigmoid_scale);
   std::uniform_int_distribution<int> pick(0, 99);
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  if (variant >= 2) {
-    // Bench-sized inputs: a cheap hash (splitmix64) of the index, uniform in [-4, 4), no zeros.
-    const std::uint64_t seed = rng();
-    for (std::size_t i = 0; i < x.elements(); ++i) {
-      std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      z ^= z >> 31;
-      store(op.dtype, x.data.data(), i, static_cast<float>(z >> 40) * (8.0f / 16777216.0f) - 3.999f);
-    }
-  }
-  for (std::size_t i = 0; variant < 2 && i < x.elements(); ++i) {
+  for (std::size_t i = first; i < first + count; ++i) {
     float v = normal(rng);
     if (variant == 1) {
       const int p = pick(rng);
@@ -163,8 +164,27 @@ void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> te
       else if (p < 44) v = -kInf;
       else if (p < 46) v = subnormal_sigmoid(rng);
     }
-    store(op.dtype, x.data.data(), i, v);
+    store(op.dtype, x, i, v);
   }
+}
+
+}  // namespace
+
+void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tensors, std::int64_t tokens, Rng& rng,
+                                    int variant) const {
+  const auto& op = as_activation(spec);
+  auto& x = tensors[0];
+  // Rows fill in parallel: bench inputs hash their index, the others draw from the row's stream.
+  const std::uint64_t seed = rng();
+  const std::size_t row_elements = 2 * static_cast<std::size_t>(op.d);
+  parallel_rows(static_cast<std::int64_t>(x.elements() / row_elements), [&](std::int64_t r) {
+    const std::size_t first = static_cast<std::size_t>(r) * row_elements;
+    if (variant < 2) {
+      fill_random_row(op, variant, row_rng(seed, r), x.data.data(), first, row_elements);
+    } else {
+      for (std::size_t i = first; i < first + row_elements; ++i) store(op.dtype, x.data.data(), i, hashed_input(seed, i));
+    }
+  });
   if (op.layout != ActivationLayout::masked) return;
   // Experts with no rows, all rows, some rows, and counts outside [0, T] (clamped).
   auto* counts = tensors[1].as<std::int32_t>();
@@ -196,63 +216,125 @@ void ActivationHarness::run(const OpSpec& spec, std::span<HostTensor> tensors, s
   activation_reference(op, tensors[0], masked ? tensors[1].as<std::int32_t>() : nullptr, tensors[masked ? 2 : 1], tokens);
 }
 
+namespace {
+
+enum class Verdict { equal, off_by_one, failed };
+
+// One output element against the reference, by numerics.md's rules (ActivationHarness::compare).
+class Judge {
+ public:
+  Judge(const ActivationSpec& op, const HostTensor& x, const HostTensor& want, const HostTensor& got)
+      : op_(op), x_(x), w_(want), g_(got), d_(static_cast<std::size_t>(op.d)), fp32_(op.out_dtype == DType::f32),
+        fp32_ulps_(op.kind == ActivationKind::situ ? 16 : 8) {}
+
+  Verdict operator()(std::size_t i) const {
+    const auto dist = ulps(i);
+    if (dist == 0 || (fp32_ && dist <= fp32_ulps_) || (subnormal(w_, i) && subnormal(g_, i)) || gate_tail(i)) {
+      return Verdict::equal;
+    }
+    return !fp32_ && dist == 1 ? Verdict::off_by_one : Verdict::failed;
+  }
+
+  std::string describe(std::size_t i, std::int64_t tokens) const {
+    return fmt::format("out[{}][{}] (T={}): got {} want {} ({} ulp)", i / d_, i % d_, tokens, load(op_.out_dtype, g_.data.data(), i),
+                       load(op_.out_dtype, w_.data.data(), i), ulps(i));
+  }
+
+ private:
+  static constexpr float kMin = std::numeric_limits<float>::min();
+
+  std::int64_t ulps(std::size_t i) const { return ulp_distance(op_.out_dtype, w_.data.data(), g_.data.data(), i); }
+  bool subnormal(const HostTensor& t, std::size_t i) const { return std::fabs(load(op_.out_dtype, t.data.data(), i)) < kMin; }
+
+  // Neither libm nor CUDA is ulp-accurate in a transcendental's far tail (gelu's erfc at
+  // g < -9, up to 253 ulp apart near 1e-38): where the CPU's gate a = act(g) is below 2^-100,
+  // fp32 outputs count as equal within 64 ulp, and where it is below FLT_MIN (subnormal: known
+  // only to about FLT_MIN, absolutely) within FLT_MIN * |u| (both NaN or infinite when u is
+  // infinite: 0 * inf is NaN, a subnormal * inf is inf).
+  bool gate_tail(std::size_t i) const {
+    const std::size_t row = i / d_, j = i % d_;
+    const std::size_t gi = op_.interleaved ? row * 2 * d_ + 2 * j : row * 2 * d_ + j;
+    const std::size_t ui = op_.interleaved ? gi + 1 : gi + d_;
+    const float gv = load(op_.dtype, x_.data.data(), gi), uv = load(op_.dtype, x_.data.data(), ui);
+    const float a = std::fabs(activation_gate(op_, gv));
+    if (!(a < 0x1p-100f)) return false;
+    if (fp32_ && ulps(i) <= 64) return true;
+    if (!(a < kMin)) return false;
+    const float wv = load(op_.out_dtype, w_.data.data(), i), ov = load(op_.out_dtype, g_.data.data(), i);
+    if (std::isinf(uv)) return !std::isfinite(wv) && !std::isfinite(ov);
+    return std::fabs(ov - wv) <= kMin * std::fabs(uv);
+  }
+
+  const ActivationSpec& op_;
+  const HostTensor &x_, &w_, &g_;
+  std::size_t d_;
+  bool fp32_;
+  // situ chains three transcendentals (two tanhf, one expf), each up to 2 ulp on the GPU (9 ulp seen in fp32).
+  std::int64_t fp32_ulps_;
+};
+
+struct RowVerdicts {
+  std::size_t off_by_one = 0, failed = 0;
+};
+
+// The failure lines of one pass in element order: up to 8 (the 8th becomes "... and more" when
+// more follow), then the count of 1-ulp differences past the allowance. Rows with nothing to say
+// are skipped by their counts.
+std::vector<std::string> failure_lines(const Judge& judge, std::span<const RowVerdicts> rows, std::size_t d,
+                                       std::size_t allowed, std::int64_t tokens) {
+  std::size_t off_by_one = 0;
+  bool more = false;  // "... and more" said: later failures change nothing but the count
+  std::vector<std::string> failures;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (more || (rows[r].failed == 0 && off_by_one + rows[r].off_by_one <= allowed)) {
+      off_by_one += rows[r].off_by_one;
+      continue;
+    }
+    for (std::size_t i = r * d; i < (r + 1) * d; ++i) {
+      const Verdict v = judge(i);
+      if (v == Verdict::equal || (v == Verdict::off_by_one && ++off_by_one <= allowed)) continue;
+      if (failures.size() < 8) {
+        failures.push_back(judge.describe(i, tokens));
+      } else {
+        failures.back() = "... and more";
+        more = true;
+      }
+    }
+  }
+  if (off_by_one > allowed) failures.push_back(fmt::format("{} elements off by 1 ulp, at most {} allowed", off_by_one, allowed));
+  return failures;
+}
+
+}  // namespace
+
 std::vector<std::string> ActivationHarness::compare(const OpSpec& spec, std::span<const HostTensor> want,
                                                     std::span<const HostTensor> got, std::int64_t tokens) const {
   // numerics.md: bf16/fp16 outputs equal except at most 1 ulp on at most 1e-3 of the elements
   // (CPU and GPU expf/tanhf/erff may differ in their last fp32 bit); fp32 within 8 ulp -- 16 for
-  // situ and the far-tail rules below (README, "Where moejit refines numerics.md").
+  // situ and the far-tail rules of Judge (README, "Where moejit refines numerics.md").
   const auto& op = as_activation(spec);
   const std::size_t out_index = op.layout == ActivationLayout::masked ? 2 : 1;
-  const auto& w = want[out_index];
-  const auto& g = got[out_index];
-  const bool fp32 = op.out_dtype == DType::f32;
-  const std::size_t n = w.elements();
-  const std::size_t allowed_off_by_one = (n + 999) / 1000;
-  // situ chains three transcendentals (two tanhf, one expf), each up to 2 ulp on the GPU: its
-  // fp32 results were seen 9 ulp from the CPU's (H200, 2026-11-29).
-  //
-  // Neither libm nor CUDA is ulp-accurate in a transcendental's far tail (gelu's erfc at
-  // g < -9): where the CPU's gate a = act(g) is below 2^-100, fp32 outputs count as equal within
-  // 64 ulp, and where it is below FLT_MIN (subnormal: known only to about FLT_MIN, absolutely)
-  // within FLT_MIN * |u| (both NaN or infinite when u is infinite: 0 * inf is NaN, a subnormal
-  // * inf is inf). Seen on the H200 (2026-11-29): fp32 gelu outputs near 1e-37 9-12 ulp apart,
-  // near 1e-38 up to 253 ulp, and one -inf where the CPU's a was 0.
-  const std::int64_t fp32_ulps = op.kind == ActivationKind::situ ? 16 : 8;
-  constexpr float kMin = std::numeric_limits<float>::min();
-  auto subnormal = [&](const HostTensor& t, std::size_t i) { return std::fabs(load(op.out_dtype, t.data.data(), i)) < kMin; };
-  const auto& x = want[0];
+  const Judge judge(op, want[0], want[out_index], got[out_index]);
   const auto d = static_cast<std::size_t>(op.d);
-  auto gate_tail = [&](std::size_t i) {
-    const std::size_t row = i / d, j = i % d;
-    const std::size_t gi = op.interleaved ? row * 2 * d + 2 * j : row * 2 * d + j;
-    const std::size_t ui = op.interleaved ? gi + 1 : gi + d;
-    const float gv = load(op.dtype, x.data.data(), gi), uv = load(op.dtype, x.data.data(), ui);
-    const float a = std::fabs(activation_gate(op, gv));
-    if (!(a < 0x1p-100f)) return false;
-    if (fp32 && ulp_distance(op.out_dtype, w.data.data(), g.data.data(), i) <= 64) return true;
-    if (!(a < kMin)) return false;
-    const float wv = load(op.out_dtype, w.data.data(), i), ov = load(op.out_dtype, g.data.data(), i);
-    if (std::isinf(uv)) return !std::isfinite(wv) && !std::isfinite(ov);
-    return std::fabs(ov - wv) <= kMin * std::fabs(uv);
-  };
-  std::size_t off_by_one = 0;
-  std::vector<std::string> failures;
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto dist = ulp_distance(op.out_dtype, w.data.data(), g.data.data(), i);
-    if (dist == 0 || (fp32 && dist <= fp32_ulps) || (subnormal(w, i) && subnormal(g, i)) || gate_tail(i)) continue;
-    if (!fp32 && dist == 1 && ++off_by_one <= allowed_off_by_one) continue;
-    if (failures.size() < 8) {
-      const std::size_t row = i / d;
-      failures.push_back(fmt::format("out[{}][{}] (T={}): got {} want {} ({} ulp)", row, i % d, tokens,
-                                     load(op.out_dtype, g.data.data(), i), load(op.out_dtype, w.data.data(), i), dist));
-    } else {
-      failures.back() = "... and more";
+  const std::size_t n = want[out_index].elements();
+  const std::size_t allowed = (n + 999) / 1000;
+  // Rows are judged on all cores; only a failing output is walked again, in order, for its lines.
+  std::vector<RowVerdicts> rows(n / d);
+  parallel_rows(static_cast<std::int64_t>(rows.size()), [&](std::int64_t r) {
+    auto& v = rows[static_cast<std::size_t>(r)];
+    for (std::size_t i = static_cast<std::size_t>(r) * d; i < static_cast<std::size_t>(r + 1) * d; ++i) {
+      const Verdict verdict = judge(i);
+      if (verdict == Verdict::off_by_one) ++v.off_by_one;
+      if (verdict == Verdict::failed) ++v.failed;
     }
+  });
+  std::size_t off_by_one = 0, failed = 0;
+  for (const auto& v : rows) {
+    off_by_one += v.off_by_one;
+    failed += v.failed;
   }
-  if (off_by_one > allowed_off_by_one) {
-    failures.push_back(fmt::format("{} elements off by 1 ulp, at most {} allowed", off_by_one, allowed_off_by_one));
-  }
-  return failures;
+  if (failed == 0 && off_by_one <= allowed) return {};
+  return failure_lines(judge, rows, d, allowed, tokens);
 }
 
 double ActivationHarness::bytes_moved(const OpSpec& spec, std::span<const HostTensor> tensors, std::int64_t tokens) const {

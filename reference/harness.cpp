@@ -85,6 +85,14 @@ void parallel_rows(std::int64_t rows, const std::function<void(std::int64_t)>& b
   for (auto& t : threads) t.join();
 }
 
+Rng row_rng(std::uint64_t seed, std::int64_t row) {
+  // splitmix64 of the row's counter, so neighbouring rows seed unrelated streams.
+  std::uint64_t z = seed + (static_cast<std::uint64_t>(row) + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return Rng(z ^ (z >> 31));
+}
+
 std::vector<HostTensor> make_tensors(const OpSpec& op, std::int64_t tokens) {
   std::vector<HostTensor> out;
   for (const auto& decl : op.tensors()) out.push_back(HostTensor::like(decl, tokens));

@@ -42,8 +42,8 @@ class OpHarness {
   /// Computes the outputs from the inputs. Outputs arrive holding their initial contents (an
   /// op that leaves elements unwritten leaves them as they were).
   virtual void run(const OpSpec& op, std::span<HostTensor> tensors, std::int64_t tokens) const = 0;
-  /// Compares `got` (from the GPU) with `want` (inputs + reference outputs). Returns one line per
-  /// failure, empty when the check passes.
+  /// Compares the outputs in `got` (from the GPU; its inputs may be left empty) with `want`
+  /// (inputs + reference outputs). Returns one line per failure, empty when the check passes.
   virtual std::vector<std::string> compare(const OpSpec& op, std::span<const HostTensor> want,
                                            std::span<const HostTensor> got, std::int64_t tokens) const = 0;
   /// The fewest bytes the op must move (each input read once, each output written once).
@@ -61,6 +61,9 @@ const OpHarness& harness_for(std::string_view family);
 
 /// Runs body(row) for rows [0, rows) on all cores (references of large checks).
 void parallel_rows(std::int64_t rows, const std::function<void(std::int64_t)>& body);
+/// The random stream of row `row` of a fill seeded with `seed`: rows that draw from their own
+/// streams fill in parallel and hold the same values whatever the thread count.
+Rng row_rng(std::uint64_t seed, std::int64_t row);
 
 /// Allocates host tensors for an op at `tokens` (zeros).
 std::vector<HostTensor> make_tensors(const OpSpec& op, std::int64_t tokens);

@@ -123,16 +123,19 @@ void fill_tail_weights(const LatentTailSpec& op, Rng& rng, std::vector<std::uint
   std::normal_distribution<float> g(1.0f, 0.1f);
   gamma.resize(at(op.latent));
   for (auto& v : gamma) v = float_to_bf16(g(rng));
-  // A cheap hash fill: W_up has 25M elements in Kimi-K3's shape.
+  // A cheap hash fill of each element's index, rows in parallel: W_up has 25M elements in Kimi-K3's shape.
   w_up.resize(at(static_cast<std::int64_t>(op.hidden) * op.latent));
   const std::uint64_t seed = rng();
-  for (std::size_t i = 0; i < w_up.size(); ++i) {
-    std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    w_up[i] = float_to_bf16((static_cast<float>(z >> 40) * (1.0f / 16777216.0f) - 0.5f) * 0.06f);
-  }
+  const auto latent = at(op.latent);
+  parallel_rows(op.hidden, [&](std::int64_t row) {
+    for (std::size_t i = at(row) * latent; i < at(row + 1) * latent; ++i) {
+      std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      w_up[i] = float_to_bf16((static_cast<float>(z >> 40) * (1.0f / 16777216.0f) - 0.5f) * 0.06f);
+    }
+  });
 }
 
 std::string LatentTailHarness::variant_name(int variant) const {

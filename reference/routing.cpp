@@ -157,40 +157,50 @@ std::string RoutingHarness::variant_name(int variant) const {
 
 std::vector<std::int64_t> RoutingHarness::bench_tokens(const OpSpec&) const { return {1, 16, 128, 1024, 4096, 16384}; }
 
-void RoutingHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tensors, std::int64_t tokens, Rng& rng,
-                                 int variant) const {
-  const auto& op = as_routing(spec);
-  auto& logits = tensors[0];
+namespace {
+
+// Row t of the logits, from the row's own stream; t % 7 picks the row's pattern.
+void fill_logits_row(const RoutingSpec& op, int variant, Rng rng, void* logits, std::int64_t t) {
   const auto n = static_cast<std::size_t>(op.num_experts);
   std::normal_distribution<float> normal(0.0f, 2.0f);
   std::uniform_int_distribution<int> small(-1, 2), pick(0, 99);
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const float kNegativeNaN = std::bit_cast<float>(0xffc00123u);
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    const std::size_t row = static_cast<std::size_t>(t) * n;
-    const int pattern = static_cast<int>(t % 7);
-    const float same = normal(rng);
-    for (std::size_t e = 0; e < n; ++e) {
-      float v = normal(rng);
-      if (variant == 1) {
-        if (pattern == 0) v = same;                        // a row of equal logits
-        else if (pattern <= 3) v = static_cast<float>(small(rng));  // many exact ties
-        else if (pattern == 4 && e % 2) v = same;
-        else if (pattern == 5 && e % 128 < 4) v += 12.0f;  // the best keys crowd into one lane or a few
-      } else if (variant == 2) {
-        const int p = pick(rng);
-        if (pattern == 0) v = p < 50 ? std::nanf("") : (p < 75 ? kInf : -kInf);  // no finite logit
-        else if (pattern == 1) v = e < static_cast<std::size_t>(op.topk - 1) ? v : std::nanf("");  // K - 1 finite
-        else if (pattern == 2 && p < 40) v -= 70.0f + 2.0f * static_cast<float>(p);  // softmax exp at 2^-100 and far below, 0 included; sigmoid 1 + exp(-x) = inf
-        else if (p < 4) v = std::nanf("");
-        else if (p < 8) v = kNegativeNaN;  // a sign and a payload: the kernels must not rely on one NaN's bits
-        else if (p < 12) v = kInf;
-        else if (p < 16) v = -kInf;
-      }
-      store(op.logits_dtype, logits.data.data(), row + e, v);
+  const std::size_t row = static_cast<std::size_t>(t) * n;
+  const int pattern = static_cast<int>(t % 7);
+  const float same = normal(rng);
+  for (std::size_t e = 0; e < n; ++e) {
+    float v = normal(rng);
+    if (variant == 1) {
+      if (pattern == 0) v = same;                        // a row of equal logits
+      else if (pattern <= 3) v = static_cast<float>(small(rng));  // many exact ties
+      else if (pattern == 4 && e % 2) v = same;
+      else if (pattern == 5 && e % 128 < 4) v += 12.0f;  // the best keys crowd into one lane or a few
+    } else if (variant == 2) {
+      const int p = pick(rng);
+      if (pattern == 0) v = p < 50 ? std::nanf("") : (p < 75 ? kInf : -kInf);  // no finite logit
+      else if (pattern == 1) v = e < static_cast<std::size_t>(op.topk - 1) ? v : std::nanf("");  // K - 1 finite
+      else if (pattern == 2 && p < 40) v -= 70.0f + 2.0f * static_cast<float>(p);  // softmax exp at 2^-100 and far below, 0 included; sigmoid 1 + exp(-x) = inf
+      else if (p < 4) v = std::nanf("");
+      else if (p < 8) v = kNegativeNaN;  // a sign and a payload: the kernels must not rely on one NaN's bits
+      else if (p < 12) v = kInf;
+      else if (p < 16) v = -kInf;
     }
+    store(op.logits_dtype, logits, row + e, v);
   }
+}
+
+}  // namespace
+
+void RoutingHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tensors, std::int64_t tokens, Rng& rng,
+                                 int variant) const {
+  const auto& op = as_routing(spec);
+  // Rows fill in parallel, each from its own stream.
+  const std::uint64_t seed = rng();
+  parallel_rows(tokens, [&](std::int64_t t) { fill_logits_row(op, variant, row_rng(seed, t), tensors[0].data.data(), t); });
   if (op.bias) {
+    const auto n = static_cast<std::size_t>(op.num_experts);
+    constexpr float kInf = std::numeric_limits<float>::infinity();
     std::normal_distribution<float> bias(0.0f, 0.5f);
     for (std::size_t e = 0; e < n; ++e) {
       float b = variant == 1 ? 0.0f : bias(rng);
@@ -239,11 +249,12 @@ std::vector<std::string> RoutingHarness::compare(const OpSpec& spec, std::span<c
   if (op.bias) {
     for (std::size_t e = 0; e < n; ++e) bias.push_back(load(*op.bias, want[1].data.data(), e));
   }
-  std::vector<std::string> failures;
   auto id_at = [&](const HostTensor& t, std::size_t o) {
     return op.ids_dtype == DType::i64 ? static_cast<int>(t.as<std::int64_t>()[o]) : t.as<std::int32_t>()[o];
   };
-  for (std::int64_t t = 0; t < tokens && failures.size() < 8; ++t) {
+  // Rows are judged on all cores; the first 8 failing rows are reported, in order.
+  std::vector<std::string> problems(static_cast<std::size_t>(tokens));
+  parallel_rows(tokens, [&](std::int64_t t) {
     std::vector<float> x(n);
     for (std::size_t e = 0; e < n; ++e) x[e] = load(op.logits_dtype, want[0].data.data(), static_cast<std::size_t>(t) * n + e);
     const auto row = route_row(op, x.data(), op.bias ? bias.data() : nullptr);
@@ -265,9 +276,14 @@ std::vector<std::string> RoutingHarness::compare(const OpSpec& spec, std::span<c
       const float w = got[wi].as<float>()[static_cast<std::size_t>(t) * k + j];
       if (!(std::fabs(w - ref_w[j]) <= tolerance)) problem = fmt::format("weight[{}] = {}, reference {}", j, w, ref_w[j]);
     }
-    if (!problem.empty()) {
-      failures.push_back(fmt::format("row {}: {} (reference ids {}, got {})", t, problem, fmt::join(row.ids, ","), fmt::join(gpu_ids, ",")));
-    }
+    if (problem.empty()) return;
+    problems[static_cast<std::size_t>(t)] =
+        fmt::format("row {}: {} (reference ids {}, got {})", t, problem, fmt::join(row.ids, ","), fmt::join(gpu_ids, ","));
+  });
+  std::vector<std::string> failures;
+  for (auto& p : problems) {
+    if (failures.size() == 8) break;
+    if (!p.empty()) failures.push_back(std::move(p));
   }
   return failures;
 }

@@ -13,12 +13,8 @@ namespace moejit::detail {
 
 namespace {
 
-// The scalar path (one element per thread) is taken while the output has at most this many
-// elements per SM and thread of a block: there per-thread latency, not bytes, sets the time. At
-// 6 (202752 elements on the H200) T = 16 at d = 7168 and T = 64 at d <= 3072 go scalar (15-20%
-// faster than 8-element vectors), T = 128 at d = 2048 stays vectorized (scalar was 8% slower);
-// bench/README.md, 2026-11-29. Small vectors (2 or 4 elements a thread) and blocks of 64, 128,
-// 512 or 1024 threads instead were slower at T <= 16 (bench/results/2026-12-01).
+// Up to this many output elements per SM and thread, latency (not bytes) sets the time: scalar
+// is 15-20% faster there.
 constexpr std::int64_t kScalarFill = 6;
 
 // The table kernel from 64 outputs a byte of tables (4M for SituGLU's 64 KB): below that,
@@ -27,13 +23,8 @@ constexpr std::int64_t kTableMinElementsPerByte = 64;
 // Blocks an SM of the table kernel (its launch bounds: 64 KB of tables fit three times).
 constexpr int kTableBlocksPerSm = 3;
 
-// The dense layout's grid: one chunk a thread, except that the issue-bound kinds (SituGLU, erf
-// gelu) are held to 32 blocks an SM and stride over the rest -- likely because a block's fixed
-// work (its start, the offsets' setup, its warps' ramp up and down) is then paid 32 times an SM
-// rather than once a row. At 32768 / 8192 rows: SituGLU 2048 3.3 / 4.7% faster, 3072 4.0 / 3.5%,
-// 7168 3.8 / 3.8%, gelu 2048 4.4 / 3.6%; 16 blocks an SM gains less. The memory-bound kinds lose
-// by striding (at 32768 rows silu 2048 +5.7%, silu 7168 +9.3%, gelu_tanh +4.3%, swiglu_oai
-// +1.5%) and keep one chunk a thread (H200, bench/results/2026-12-02-d/act26).
+// Issue-bound kinds stride at 32 blocks an SM, paying a block's fixed work less often (~4%);
+// memory-bound ones lose by it.
 std::int64_t dense_blocks_cap(ActivationKind kind, int sm_count) {
   const bool issue_bound = kind == ActivationKind::situ || kind == ActivationKind::gelu;
   return issue_bound ? std::int64_t{32} * sm_count : std::int64_t{0x7fffffff};
@@ -100,24 +91,8 @@ class ActivationOp final : public Op {
     }
     Dim3 grid;
     if (masked) {
-      // Grid-stride over each expert's rows, whatever the (device-side) counts turn out to be:
-      // 32 blocks per SM in all keep the SMs full (5-8 resident) when experts are half full, and
-      // a block past its expert's count exits at once -- but not for free: a block costs ~1 ns
-      // of the whole GPU whether it finds rows or not. One pass a thread over a half-full expert
-      // (up to 64 blocks an SM) was 4% faster half full and took 5.7 -> 10.5 us a call with 0-12
-      // rows an expert at T_max 2048-8192 (`moejit bench --inputs few`, H200,
-      // bench/results/2026-12-02/act16).
-      // The striding is what costs masked silu its ~5-7% against dense at large T_max: dense held
-      // to this grid loses as much (93.6 -> 98.9 us at 32768 rows; bench/results/2026-12-02-c/
-      // act23). Handing the passes out in order from a queue in device memory (act24, act25) and
-      // an exact grid tail-launched from the device (cdp_probe: ~13 us a call) cost more. A grid
-      // sized as if the counts were known (uncapped: one pass over a half-full expert) brings silu
-      // within 0.4% of dense at 32768 real rows, but takes 5.7 -> 40 us with 0-12 rows an expert
-      // and SituGLU 7.5% longer (bench/results/2026-12-02-e/act29).
-      // Small T_max: enough blocks for one chunk a thread when the expert is half full, not full
-      // -- half of them found no rows (H200, half-full experts,
-      // bench/results/2026-12-01-c/masked-grid: SituGLU 3072 at 1024 real rows 10.12 -> 9.00 us
-      // against dense's 8.77; silu 2048 at 256 rows 3.50 -> 3.08).
+      // Counts live on the device: stride over each expert's rows, 32 blocks an SM in all, at most
+      // a half-full expert's need.
       const std::int64_t target = std::max<std::int64_t>(1, (32 * sm_count_ + spec_.num_experts - 1) / spec_.num_experts);
       const std::int64_t half_full = (single + 1) / 2;
       // With the caller's expected rows an expert: one pass a thread over an expert that holds them.

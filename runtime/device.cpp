@@ -3,6 +3,8 @@
 #include <moejit/error.hpp>
 
 #include <algorithm>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 namespace moejit::detail {
@@ -41,29 +43,126 @@ void DeviceBuffer::download(void* host, std::size_t bytes) const {
   if (bytes) MOEJIT_CU(*driver_, cuMemcpyDtoH(host, ptr_, bytes));
 }
 
-Stream::Stream(const Driver& driver) : driver_(driver) {
-  MOEJIT_CU(driver_, cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+Stream::Stream(const Driver& driver) : driver_(&driver) {
+  MOEJIT_CU(driver, cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
 }
 
-Stream::~Stream() {
-  if (stream_) driver_.cuStreamDestroy(stream_);
+Stream::Stream(Stream&& o) noexcept : driver_(o.driver_), stream_(std::exchange(o.stream_, nullptr)) {}
+
+Stream& Stream::operator=(Stream&& o) noexcept {
+  if (this == &o) return *this;
+  reset();
+  driver_ = o.driver_;
+  stream_ = std::exchange(o.stream_, nullptr);
+  return *this;
 }
 
-void Stream::synchronize() const { MOEJIT_CU(driver_, cuStreamSynchronize(stream_)); }
+Stream::~Stream() { reset(); }
 
-Event::Event(const Driver& driver) : driver_(driver) { MOEJIT_CU(driver_, cuEventCreate(&event_, CU_EVENT_DEFAULT)); }
-
-Event::~Event() {
-  if (event_) driver_.cuEventDestroy(event_);
+void Stream::reset() noexcept {
+  if (stream_) driver_->cuStreamDestroy(std::exchange(stream_, nullptr));
 }
 
-void Event::record(CUstream stream) const { MOEJIT_CU(driver_, cuEventRecord(event_, stream)); }
+void Stream::synchronize() const { MOEJIT_CU(*driver_, cuStreamSynchronize(stream_)); }
+
+Event::Event(const Driver& driver, unsigned flags) : driver_(&driver) { MOEJIT_CU(driver, cuEventCreate(&event_, flags)); }
+
+Event::Event(Event&& o) noexcept : driver_(o.driver_), event_(std::exchange(o.event_, nullptr)) {}
+
+Event& Event::operator=(Event&& o) noexcept {
+  if (this == &o) return *this;
+  reset();
+  driver_ = o.driver_;
+  event_ = std::exchange(o.event_, nullptr);
+  return *this;
+}
+
+Event::~Event() { reset(); }
+
+void Event::reset() noexcept {
+  if (event_) driver_->cuEventDestroy(std::exchange(event_, nullptr));
+}
+
+void Event::record(CUstream stream) const { MOEJIT_CU(*driver_, cuEventRecord(event_, stream)); }
 
 float Event::since(const Event& start) const {
-  MOEJIT_CU(driver_, cuEventSynchronize(event_));
+  MOEJIT_CU(*driver_, cuEventSynchronize(event_));
   float ms = 0;
-  MOEJIT_CU(driver_, cuEventElapsedTime(&ms, start.event_, event_));
+  MOEJIT_CU(*driver_, cuEventElapsedTime(&ms, start.event_, event_));
   return ms;
+}
+
+MappedHostBuffer::MappedHostBuffer(const Driver& driver, std::size_t bytes) : driver_(&driver) {
+  MOEJIT_CU(driver, cuMemHostAlloc(&host_, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  std::memset(host_, 0, bytes);
+  try {
+    MOEJIT_CU(driver, cuMemHostGetDevicePointer(&device_, host_, 0));
+  } catch (...) {
+    reset();
+    throw;
+  }
+}
+
+MappedHostBuffer::MappedHostBuffer(MappedHostBuffer&& o) noexcept
+    : driver_(o.driver_), host_(std::exchange(o.host_, nullptr)), device_(std::exchange(o.device_, 0)) {}
+
+MappedHostBuffer& MappedHostBuffer::operator=(MappedHostBuffer&& o) noexcept {
+  if (this == &o) return *this;
+  reset();
+  driver_ = o.driver_;
+  host_ = std::exchange(o.host_, nullptr);
+  device_ = std::exchange(o.device_, 0);
+  return *this;
+}
+
+MappedHostBuffer::~MappedHostBuffer() { reset(); }
+
+void MappedHostBuffer::reset() noexcept {
+  if (host_) driver_->cuMemFreeHost(std::exchange(host_, nullptr));
+  device_ = 0;
+}
+
+IpcMapping::IpcMapping(const Driver& driver, const CUipcMemHandle& handle, unsigned flags) : driver_(&driver) {
+  MOEJIT_CU(driver, cuIpcOpenMemHandle(&ptr_, handle, flags));
+}
+
+IpcMapping::IpcMapping(IpcMapping&& o) noexcept : driver_(o.driver_), ptr_(std::exchange(o.ptr_, 0)) {}
+
+IpcMapping& IpcMapping::operator=(IpcMapping&& o) noexcept {
+  if (this == &o) return *this;
+  reset();
+  driver_ = o.driver_;
+  ptr_ = std::exchange(o.ptr_, 0);
+  return *this;
+}
+
+IpcMapping::~IpcMapping() { reset(); }
+
+void IpcMapping::reset() noexcept {
+  if (ptr_) driver_->cuIpcCloseMemHandle(std::exchange(ptr_, 0));
+}
+
+PrimaryContext::PrimaryContext(const Driver& driver, CUdevice device) : driver_(&driver), device_(device) {
+  MOEJIT_CU(driver, cuDevicePrimaryCtxRetain(&context_, device));
+}
+
+PrimaryContext::PrimaryContext(PrimaryContext&& o) noexcept
+    : driver_(o.driver_), device_(o.device_), context_(std::exchange(o.context_, nullptr)) {}
+
+PrimaryContext& PrimaryContext::operator=(PrimaryContext&& o) noexcept {
+  if (this == &o) return *this;
+  reset();
+  driver_ = o.driver_;
+  device_ = o.device_;
+  context_ = std::exchange(o.context_, nullptr);
+  return *this;
+}
+
+PrimaryContext::~PrimaryContext() { reset(); }
+
+void PrimaryContext::reset() noexcept {
+  if (context_) driver_->cuDevicePrimaryCtxRelease(device_);
+  context_ = nullptr;
 }
 
 Graph::Graph(const Driver& driver, const Stream& stream, const std::function<void()>& body) : driver_(driver) {

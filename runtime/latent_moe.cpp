@@ -6,14 +6,13 @@
 #include "compiler/ops/latent_tail.hpp"
 #include "device.hpp"
 #include "kernel.hpp"
+#include "latent_tail_choice.hpp"
 #include "op_loader.hpp"
 #include "templates/latent_tail_args.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <exception>
 #include <mutex>
 
@@ -82,32 +81,18 @@ struct LatentMoE::Impl {
   DeviceBuffer ag_routed, ag_shared, latent_sum, latent_norm, slice_out, ag_out, partials, counters;
   // Fused path.
   DeviceBuffer peer_buffer, shared_sum, phase;  // phase: [phase, done]
-  void* host_error = nullptr;                   // host-mapped flag
-  CUdeviceptr device_error = 0;
   TailPeers peers{};
-  std::vector<CUdeviceptr> opened;              // IPC mappings to close
-  std::vector<CUdevice> peer_access;            // primary contexts retained for peer access
-  // The second stream of the overlapped shared all-gather.
-  CUstream side = nullptr;
-  CUevent fork = nullptr, join = nullptr;
-  struct Measured {
-    std::int64_t tokens;
-    Path best;
-    Path base;
-  };
-  std::vector<Measured> measured;  // from runtime/latent_tail_paths.json
+  std::vector<detail::TailMeasurement> measured;  // from runtime/latent_tail_paths.json
+  // NOTE: declared in the reverse of the order they are released: IPC mappings, peer contexts,
+  // the error flag, the events, then the side stream.
+  detail::Stream side;                 // the second stream of the overlapped shared all-gather
+  detail::Event join, fork;
+  detail::MappedHostBuffer error_flag;  // set by the fused kernels when a peer never arrives
+  std::vector<detail::PrimaryContext> peer_contexts;  // retained for peer access in this process
+  std::vector<detail::IpcMapping> ipc_mappings;       // other processes' peer buffers
 
   Impl(Context& c, const LatentTailSpec& s, Communicator* cm, Communicator* scm)
       : ctx(c), drv(c.driver()), spec(s), comm(cm), shared_comm(scm) {}
-
-  ~Impl() {
-    for (auto p : opened) drv.cuIpcCloseMemHandle(p);
-    for (auto d : peer_access) drv.cuDevicePrimaryCtxRelease(d);
-    if (host_error) drv.cuMemFreeHost(host_error);
-    if (fork) drv.cuEventDestroy(fork);
-    if (join) drv.cuEventDestroy(join);
-    if (side) drv.cuStreamDestroy(side);
-  }
 
   void validate_comm() {
     if (spec.tp_size == 1) return;
@@ -145,9 +130,9 @@ struct LatentMoE::Impl {
     partials = DeviceBuffer(drv, static_cast<std::size_t>(spec.splits() * chunk * h) * sizeof(float));
     counters = DeviceBuffer(drv, static_cast<std::size_t>(h / 64 * ceil_div(chunk, 64)) * sizeof(unsigned));
     MOEJIT_CU(drv, cuMemsetD8Async(counters.address(), 0, counters.bytes(), nullptr));
-    MOEJIT_CU(drv, cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
-    MOEJIT_CU(drv, cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
-    MOEJIT_CU(drv, cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+    side = detail::Stream(drv);
+    fork = detail::Event(drv, CU_EVENT_DISABLE_TIMING);
+    join = detail::Event(drv, CU_EVENT_DISABLE_TIMING);
   }
 
   // Fused path: this rank's peer buffer (all slots empty = -0.0), then everyone's addresses.
@@ -157,16 +142,24 @@ struct LatentMoE::Impl {
     shared_sum = DeviceBuffer(drv, static_cast<std::size_t>(spec.slot_tokens()) * static_cast<std::size_t>(shard) * sizeof(float) + 16);
     phase = DeviceBuffer(drv, 2 * sizeof(int));
     MOEJIT_CU(drv, cuMemsetD8Async(phase.address(), 0, phase.bytes(), nullptr));
-    MOEJIT_CU(drv, cuMemHostAlloc(&host_error, sizeof(int), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
-    std::memset(host_error, 0, sizeof(int));
-    MOEJIT_CU(drv, cuMemHostGetDevicePointer(&device_error, host_error, 0));
+    error_flag = detail::MappedHostBuffer(drv, sizeof(int));
     detail::check_cu(drv, drv.cuCtxSynchronize(), "cuCtxSynchronize (peer buffers cleared)");
+    const PeerInfo mine = peer_info();
+    const auto all = exchange_peer_info(mine);
+    for (std::size_t r = 0; r < all.size(); ++r) peers.base[r] = reach_peer(static_cast<int>(r), all[r], mine.pid);
+  }
 
+  PeerInfo peer_info() const {
     PeerInfo mine{};
     MOEJIT_CU(drv, cuIpcGetMemHandle(&mine.handle, peer_buffer.address()));
     mine.pointer = peer_buffer.address();
     mine.pid = static_cast<std::int32_t>(::getpid());
     mine.device = ctx.device().ordinal;
+    return mine;
+  }
+
+  // Every rank's PeerInfo, in rank order (an all-gather through the communicator).
+  std::vector<PeerInfo> exchange_peer_info(const PeerInfo& mine) const {
     const auto n = static_cast<std::size_t>(spec.tp_size);
     DeviceBuffer send(drv, sizeof(PeerInfo)), recv(drv, n * sizeof(PeerInfo));
     send.upload(&mine, sizeof mine);
@@ -176,69 +169,54 @@ struct LatentMoE::Impl {
     comm->check();
     std::vector<PeerInfo> all(n);
     recv.download(all.data(), n * sizeof(PeerInfo));
+    return all;
+  }
 
-    for (std::size_t r = 0; r < n; ++r) {
-      if (static_cast<int>(r) == rank) {
-        peers.base[r] = peer_buffer.ptr();
-      } else if (all[r].pid == mine.pid) {
-        // NOTE: IPC handles cannot be opened in the process that made them; a peer of the same
-        // process is reached through its pointer, with peer access enabled.
-        CUdevice dev = 0;
-        CUcontext peer = nullptr;
-        MOEJIT_CU(drv, cuDeviceGet(&dev, all[r].device));
-        MOEJIT_CU(drv, cuDevicePrimaryCtxRetain(&peer, dev));
-        peer_access.push_back(dev);
-        ctx.make_current();
-        const CUresult rc = drv.cuCtxEnablePeerAccess(peer, 0);
-        if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) detail::check_cu(drv, rc, "cuCtxEnablePeerAccess");
-        peers.base[r] = reinterpret_cast<void*>(all[r].pointer);
-      } else {
-        CUdeviceptr p = 0;
-        MOEJIT_CU(drv, cuIpcOpenMemHandle(&p, all[r].handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-        opened.push_back(p);
-        peers.base[r] = reinterpret_cast<void*>(p);
-      }
+  // Rank r's peer buffer as this rank addresses it.
+  void* reach_peer(int r, const PeerInfo& info, std::int32_t my_pid) {
+    if (r == rank) return peer_buffer.ptr();
+    if (info.pid != my_pid) {
+      ipc_mappings.emplace_back(drv, info.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      return reinterpret_cast<void*>(ipc_mappings.back().address());
     }
+    // NOTE: IPC handles cannot be opened in the process that made them; a peer of the same
+    // process is reached through its pointer, with peer access enabled.
+    CUdevice dev = 0;
+    MOEJIT_CU(drv, cuDeviceGet(&dev, info.device));
+    peer_contexts.emplace_back(drv, dev);
+    ctx.make_current();
+    const CUresult rc = drv.cuCtxEnablePeerAccess(peer_contexts.back().get(), 0);
+    if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) detail::check_cu(drv, rc, "cuCtxEnablePeerAccess");
+    return reinterpret_cast<void*>(info.pointer);
   }
 
-  void load_measurements() {
-    const auto data = nlohmann::json::parse(detail::latent_tail_paths_json());
-    auto parse = [](const std::string& p) {
-      return p == "fused" ? Path::fused : p == "base-striped" ? Path::base_striped : Path::base_full;
-    };
-    for (const auto& e : data.at("entries")) {
-      if (e.at("tp").get<int>() != spec.tp_size) continue;
-      measured.push_back({e.at("tokens").get<std::int64_t>(), parse(e.at("path").get<std::string>()),
-                          parse(e.at("base").get<std::string>())});
-    }
-    std::sort(measured.begin(), measured.end(), [](const auto& a, const auto& b) { return a.tokens < b.tokens; });
+  // True once a fused kernel has reported a peer that never arrived.
+  bool peer_timed_out() const noexcept {
+    return error_flag.host() && *static_cast<volatile int*>(error_flag.host()) != 0;
   }
 
-  // The measurement that applies to `tokens`: the last entry at or below it.
-  const Measured* measurement(std::int64_t tokens) const noexcept {
-    const Measured* m = nullptr;
-    for (const auto& e : measured) {
-      if (e.tokens <= tokens) m = &e;
-    }
-    return m;
-  }
+  // NOTE: the measured paths are data; runtime/latent_tail_paths.json names the command that re-measures them.
+  void load_measurements() { measured = detail::tail_measurements(detail::latent_tail_paths_json(), spec.tp_size); }
 
-  Path choose(std::int64_t tokens) const noexcept {
-    if (spec.tp_size == 1) return Path::base_full;
-    const bool fused_ok = spec.fused_possible() && tokens <= spec.slot_tokens();
-    const Measured* m = measurement(tokens);
-    auto base = [&] {
-      if (spec.base_variant == TailBaseVariant::full || !spec.striped_possible()) return Path::base_full;
-      if (spec.base_variant == TailBaseVariant::striped) return Path::base_striped;
-      return m && m->base == Path::base_striped ? Path::base_striped : Path::base_full;
-    };
-    if (spec.path == TailPath::base || !fused_ok) return base();
-    if (spec.path == TailPath::fused) return Path::fused;
-    // auto: fused unless a measurement says a base variant is faster here.
-    return !m || m->best == Path::fused ? Path::fused : base();
-  }
+  Path choose(std::int64_t tokens) const noexcept { return detail::choose_tail_path(spec, measured, tokens); }
 
   // ---- launches ----
+  // The caller's tensors of one call, named (LatentTailSpec::tensors() gives their order).
+  struct CallBuffers {
+    const void* routed = nullptr;
+    const void* shared = nullptr;  // null without a shared expert
+    const void* gamma = nullptr;
+    const void* w = nullptr;
+    void* out = nullptr;
+    Buffer sum_out, norm_out;      // optional copies of R and z
+  };
+
+  CallBuffers bind(std::span<const Buffer> b) const {
+    const std::size_t g = spec.shared_expert ? 2 : 1;
+    return {.routed = b[0].ptr, .shared = spec.shared_expert ? b[1].ptr : nullptr, .gamma = b[g].ptr, .w = b[g + 1].ptr,
+            .out = b[g + 2].ptr, .sum_out = b[g + 3], .norm_out = b[g + 4]};
+  }
+
   void allgather(const void* send, void* recv, std::int64_t count, Communicator& c, CUstream stream) const {
     detail::check_nccl(ncclAllGather(send, recv, static_cast<std::size_t>(count), ncclBfloat16, c.get(), stream), "ncclAllGather", c.get());
   }
@@ -298,84 +276,109 @@ struct LatentMoE::Impl {
                                      static_cast<std::size_t>(tokens * spec.latent * 2), stream));
   }
 
-  void run(std::span<const Buffer> b, std::int64_t tokens, CUstream stream) const {
-    const bool shared = spec.shared_expert;
-    const Buffer& routed = b[0];
-    const Buffer* shared_in = shared ? &b[1] : nullptr;
-    const std::size_t g = shared ? 2 : 1;
-    const Buffer &gamma = b[g], &w = b[g + 1], &out = b[g + 2], &sum_out = b[g + 3], &norm_out = b[g + 4];
-    const std::int64_t tp = spec.tp_size;
-    const Path path = choose(tokens);
+  unsigned long long peer_timeout_ns() const noexcept {
+    return static_cast<unsigned long long>(spec.peer_timeout_ms) * 1000000ull;
+  }
 
-    if (tp == 1) {
-      norm(routed.ptr, 0, gamma.ptr, tokens, stream);
-      upproj({.rows = spec.hidden, .shared_parts = shared ? shared_in->ptr : nullptr, .ranks = shared ? 1 : 0,
-              .out = out.ptr, .out_ld = spec.hidden}, w.ptr, tokens, stream);
-    } else if (path == Path::fused) {
-      TailNormArgs a{};
-      a.peers = peers;
-      a.self = peer_buffer.ptr();
-      a.routed = routed.ptr;
-      a.shared = shared ? shared_in->ptr : nullptr;
-      a.gamma = gamma.ptr;
-      a.latent_sum = latent_sum.ptr();
-      a.latent_norm = latent_norm.ptr();
-      a.shared_sum = static_cast<float*>(shared_sum.ptr());
-      a.phase = static_cast<const int*>(phase.ptr());
-      a.error = reinterpret_cast<int*>(device_error);
-      a.tokens = tokens;
-      a.timeout_ns = static_cast<unsigned long long>(spec.peer_timeout_ms) * 1000000ull;
-      a.rank = rank;
-      const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(tokens, kExchangeMinBlocks, 64));
-      exchange_kernel->launch({blocks, 1, 1}, a, stream);
-      upproj({.row0 = rank * shard, .rows = shard, .shared_sum = shared ? static_cast<const float*>(shared_sum.ptr()) : nullptr,
-              .pdl = true}, w.ptr, tokens, stream);
-      TailGatherArgs gt{};
-      gt.self = peer_buffer.ptr();
-      gt.out = out.ptr;
-      gt.phase = static_cast<int*>(phase.ptr());
-      gt.done = reinterpret_cast<unsigned*>(static_cast<int*>(phase.ptr()) + 1);
-      gt.error = reinterpret_cast<int*>(device_error);
-      gt.tokens = tokens;
-      gt.timeout_ns = a.timeout_ns;
-      gt.rank = rank;
-      const auto gblocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / 8, 256), 1, ctx.device().sm_count));
-      gather_kernel->launch({gblocks, 1, 1}, gt, stream, /*pdl=*/true);
-    } else {
-      // Base path: all-gather the partials (the shared ones overlapped on a second stream with
-      // their own communicator), sum them in rank order in the norm and the GEMM epilogue.
-      Communicator* sc = shared_comm ? shared_comm : comm;
-      if (shared && shared_comm) {
-        MOEJIT_CU(drv, cuEventRecord(fork, stream));
-        MOEJIT_CU(drv, cuStreamWaitEvent(side, fork, 0));
-        allgather(shared_in->ptr, ag_shared.ptr(), tokens * spec.hidden, *sc, side);
-        MOEJIT_CU(drv, cuEventRecord(join, side));
-      }
-      allgather(routed.ptr, ag_routed.ptr(), tokens * spec.latent, *comm, stream);
-      if (shared && !shared_comm) allgather(shared_in->ptr, ag_shared.ptr(), tokens * spec.hidden, *sc, stream);
-      norm(ag_routed.ptr(), tokens * spec.latent, gamma.ptr, tokens, stream);
-      if (shared && shared_comm) MOEJIT_CU(drv, cuStreamWaitEvent(stream, join, 0));
-      UpTarget u{.shared_parts = shared ? ag_shared.ptr() : nullptr, .shared_rank_stride = tokens * spec.hidden,
-                 .ranks = shared ? static_cast<int>(tp) : 0};
-      if (path == Path::base_full) {
-        u.rows = spec.hidden;
-        u.out = out.ptr;
-        u.out_ld = spec.hidden;
-        upproj(u, w.ptr, tokens, stream);
-      } else {
-        u.row0 = rank * shard;
-        u.rows = shard;
-        u.out = slice_out.ptr();
-        u.out_ld = shard;
-        upproj(u, w.ptr, tokens, stream);
-        allgather(slice_out.ptr(), ag_out.ptr(), tokens * shard, *comm, stream);
-        TailPermuteArgs p{ag_out.ptr(), out.ptr, tokens};
-        const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / 8, 256), 1, 4 * ctx.device().sm_count));
-        permute_kernel->launch({blocks, 1, 1}, p, stream);
-      }
+  // tp 1: norm, then the up projection straight into out (the shared output added in its epilogue).
+  void run_local(const CallBuffers& c, std::int64_t tokens, CUstream stream) const {
+    norm(c.routed, 0, c.gamma, tokens, stream);
+    upproj({.rows = spec.hidden, .shared_parts = c.shared, .ranks = spec.shared_expert ? 1 : 0, .out = c.out, .out_ld = spec.hidden},
+           c.w, tokens, stream);
+  }
+
+  // Fused: exchange + reduce + norm over the peer buffers, this rank's stripe of the up
+  // projection pushed to every rank, then the gather of the stripes; the last two with PDL.
+  void run_fused(const CallBuffers& c, std::int64_t tokens, CUstream stream) const {
+    launch_exchange(c, tokens, stream);
+    upproj({.row0 = rank * shard, .rows = shard, .shared_sum = spec.shared_expert ? static_cast<const float*>(shared_sum.ptr()) : nullptr,
+            .pdl = true}, c.w, tokens, stream);
+    launch_gather(c.out, tokens, stream);
+  }
+
+  void launch_exchange(const CallBuffers& c, std::int64_t tokens, CUstream stream) const {
+    TailNormArgs a{};
+    a.peers = peers;
+    a.self = peer_buffer.ptr();
+    a.routed = c.routed;
+    a.shared = c.shared;
+    a.gamma = c.gamma;
+    a.latent_sum = latent_sum.ptr();
+    a.latent_norm = latent_norm.ptr();
+    a.shared_sum = static_cast<float*>(shared_sum.ptr());
+    a.phase = static_cast<const int*>(phase.ptr());
+    a.error = reinterpret_cast<int*>(error_flag.device());
+    a.tokens = tokens;
+    a.timeout_ns = peer_timeout_ns();
+    a.rank = rank;
+    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(tokens, kExchangeMinBlocks, 64));
+    exchange_kernel->launch({blocks, 1, 1}, a, stream);
+  }
+
+  void launch_gather(void* out, std::int64_t tokens, CUstream stream) const {
+    TailGatherArgs g{};
+    g.self = peer_buffer.ptr();
+    g.out = out;
+    g.phase = static_cast<int*>(phase.ptr());
+    g.done = reinterpret_cast<unsigned*>(static_cast<int*>(phase.ptr()) + 1);
+    g.error = reinterpret_cast<int*>(error_flag.device());
+    g.tokens = tokens;
+    g.timeout_ns = peer_timeout_ns();
+    g.rank = rank;
+    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / 8, 256), 1, ctx.device().sm_count));
+    gather_kernel->launch({blocks, 1, 1}, g, stream, /*pdl=*/true);
+  }
+
+  // Base: all-gather the partials (the shared ones overlapped on a second stream with their own
+  // communicator), sum them in rank order in the norm and the GEMM epilogue.
+  void run_base(const CallBuffers& c, Path path, std::int64_t tokens, CUstream stream) const {
+    const bool shared = spec.shared_expert, overlap = shared && shared_comm;
+    if (overlap) {
+      fork.record(stream);
+      MOEJIT_CU(drv, cuStreamWaitEvent(side.get(), fork.get(), 0));
+      allgather(c.shared, ag_shared.ptr(), tokens * spec.hidden, *shared_comm, side.get());
+      join.record(side.get());
     }
-    copy_out(sum_out, latent_sum, tokens, stream);
-    copy_out(norm_out, latent_norm, tokens, stream);
+    allgather(c.routed, ag_routed.ptr(), tokens * spec.latent, *comm, stream);
+    if (shared && !shared_comm) allgather(c.shared, ag_shared.ptr(), tokens * spec.hidden, *comm, stream);
+    norm(ag_routed.ptr(), tokens * spec.latent, c.gamma, tokens, stream);
+    if (overlap) MOEJIT_CU(drv, cuStreamWaitEvent(stream, join.get(), 0));
+    UpTarget u{.shared_parts = shared ? ag_shared.ptr() : nullptr, .shared_rank_stride = tokens * spec.hidden,
+               .ranks = shared ? spec.tp_size : 0};
+    if (path == Path::base_full) {
+      u.rows = spec.hidden;
+      u.out = c.out;
+      u.out_ld = spec.hidden;
+      upproj(u, c.w, tokens, stream);
+      return;
+    }
+    run_striped(u, c, tokens, stream);
+  }
+
+  // Striped base: this rank's stripe of the up projection, the stripes all-gathered, then permuted into [T, H].
+  void run_striped(UpTarget u, const CallBuffers& c, std::int64_t tokens, CUstream stream) const {
+    u.row0 = rank * shard;
+    u.rows = shard;
+    u.out = slice_out.ptr();
+    u.out_ld = shard;
+    upproj(u, c.w, tokens, stream);
+    allgather(slice_out.ptr(), ag_out.ptr(), tokens * shard, *comm, stream);
+    TailPermuteArgs p{ag_out.ptr(), c.out, tokens};
+    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / 8, 256), 1, 4 * ctx.device().sm_count));
+    permute_kernel->launch({blocks, 1, 1}, p, stream);
+  }
+
+  void run(std::span<const Buffer> b, std::int64_t tokens, CUstream stream) const {
+    const CallBuffers c = bind(b);
+    if (spec.tp_size == 1) {
+      run_local(c, tokens, stream);
+    } else if (const Path path = choose(tokens); path == Path::fused) {
+      run_fused(c, tokens, stream);
+    } else {
+      run_base(c, path, tokens, stream);
+    }
+    copy_out(c.sum_out, latent_sum, tokens, stream);
+    copy_out(c.norm_out, latent_norm, tokens, stream);
   }
 };
 
@@ -412,7 +415,7 @@ LatentMoE::~LatentMoE() = default;
 LatentMoE::Path LatentMoE::path_for(std::int64_t tokens) const noexcept { return impl_->choose(tokens); }
 
 void LatentMoE::check() const {
-  if (impl_->host_error && *static_cast<volatile int*>(impl_->host_error) != 0) {
+  if (impl_->peer_timed_out()) {
     throw Error({.kind = ErrorKind::nccl,
                  .message = fmt::format("op '{}': a peer did not arrive within {} ms; this tail is unusable (recreate it)",
                                         impl_->spec.name, impl_->spec.peer_timeout_ms)});

@@ -1,13 +1,14 @@
-// Launcher of the routing op (templates/routing.cuh): picks the block-per-token or the
-// warp-per-token kernel by token count, at the crossover measured on an H200
-// (runtime/routing_crossover.json); grouped routing beyond the block kernel's sizes has the warp
-// kernel only. Where the contract has the warp kernel with lazy keys (16+ experts a lane), that
-// one up to the lazy-keys crossover of the same file.
+// Launcher of the routing op (templates/routing.cuh): the block-per-token or the warp-per-token
+// kernel by token count, at the crossover in runtime/routing_crossover.json (measured data, with
+// the command that re-measures it); grouped routing beyond the block kernel's sizes has the warp
+// kernel only, and a contract with the lazy-keys warp kernel takes it up to that file's
+// lazy_keys_max_tokens.
 #include <moejit/error.hpp>
 
 #include "compiler/ops/routing.hpp"
 #include "kernel.hpp"
 #include "op_loader.hpp"
+#include "routing_op.hpp"
 #include "templates/routing_args.h"
 
 #include <nlohmann/json.hpp>
@@ -20,21 +21,14 @@ namespace moejit::detail {
 
 std::string_view routing_crossover_json();
 
-namespace {
-
-// runtime/routing_crossover.json, parsed once (read-only after).
-const nlohmann::json& crossover_data() {
+const nlohmann::json& routing_crossover_data() {
   static const nlohmann::json data = nlohmann::json::parse(routing_crossover_json());
   return data;
 }
 
-// Up to this token count the warp kernel with lazy keys is taken where the contract has it.
-std::int64_t lazy_keys_max_tokens() { return crossover_data().at("lazy_keys_max_tokens").get<std::int64_t>(); }
+std::int64_t lazy_keys_max_tokens(const nlohmann::json& data) { return data.at("lazy_keys_max_tokens").get<std::int64_t>(); }
 
-// The measured crossover for (E, K): the exact entry, else the one nearest in log E (then K),
-// among the entries of the same kind (grouped or not); none of that kind: the default.
-std::int64_t crossover_tokens(const RoutingSpec& s) {
-  const auto& data = crossover_data();
+std::int64_t crossover_tokens(const nlohmann::json& data, const RoutingSpec& s) {
   std::int64_t best = data.at("default_crossover_tokens").get<std::int64_t>();
   double best_distance = std::numeric_limits<double>::infinity();
   for (const auto& e : data.at("entries")) {
@@ -48,6 +42,8 @@ std::int64_t crossover_tokens(const RoutingSpec& s) {
   }
   return best;
 }
+
+namespace {
 
 class RoutingOp final : public Op {
  public:
@@ -71,11 +67,11 @@ class RoutingOp final : public Op {
       logits_vector_bytes_ = vec * size_of(spec->logits_dtype);
       bias_vector_bytes_ = spec->bias ? vec * size_of(*spec->bias) : 1;
     }
-    if (warp_lazy_) lazy_max_tokens_ = lazy_keys_max_tokens();
+    if (warp_lazy_) lazy_max_tokens_ = lazy_keys_max_tokens(routing_crossover_data());
     switch (spec->single_group_kernel) {
       case SingleGroupKernel::block: crossover_ = std::numeric_limits<std::int64_t>::max(); break;
       case SingleGroupKernel::warp: crossover_ = 0; break;
-      case SingleGroupKernel::automatic: crossover_ = block_ && warp_ ? crossover_tokens(*spec) : (block_ ? std::numeric_limits<std::int64_t>::max() : 0);
+      case SingleGroupKernel::automatic: crossover_ = block_ && warp_ ? crossover_tokens(routing_crossover_data(), *spec) : (block_ ? std::numeric_limits<std::int64_t>::max() : 0);
     }
   }
 

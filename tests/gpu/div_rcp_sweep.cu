@@ -1,15 +1,15 @@
 // templates/common.cuh's div_by_rcp(a, b, __frcp_rn(b)) against CUDA's __fdiv_rn(a, b), bit for
 // bit, over the range div_by_rcp_ok admits with 1 <= b <= 2^24 (the routing kernels' softmax
-// divides every exp(x - max) in [0, 1] by the row's sum in [1, E]). Built and run by the device
-// scripts:
-//   nvcc -arch=sm_90a -I templates tests/gpu/div_rcp_sweep.cu -o div_rcp_sweep && ./div_rcp_sweep
+// divides every exp(x - max) in [0, 1] by the row's sum in [1, E]). Built by CMake where nvcc
+// exists and run by CTest (gpu.div_rcp_sweep).
 // Away from the ends of the exponent range a quotient's rounding depends only on the
 // significands, so part 1 takes every significand of a (2^23, a in [1, 2)) against 2^16
 // significands of b spread over [1, 2) plus the 4096 at each end; part 2 takes random pairs over
 // the whole admitted range (a in [2^-100, 1] and b in [1, 2^24], exponents uniform) and the
 // extremes (a near 2^-100, b near 2^24, a = 0). Prints the mismatch count (and the first few)
-// and exits 1 on any mismatch.
+// and exits 1 on any mismatch, 77 (skipped) where no GPU runs it.
 #include "common.cuh"
+#include "skip_without_gpu.cuh"
 
 #include <cstdio>
 
@@ -110,6 +110,7 @@ int run(const char* what, void (*kernel)(unsigned long long*, Mismatch*, unsigne
 }  // namespace
 
 int main() {
+  skip_without_gpu("div_rcp_sweep", significands);
   const int sig = run("significands", significands, kSigA * kSigB);
   const int rnd = run("random", random_pairs, kRandom);
   return sig != 0 ? sig : rnd;

@@ -1,9 +1,9 @@
 // Every fp32 y in [1, 2^126): templates/common.cuh's rcp_fast against CUDA's __frcp_rn, bit for
-// bit (the range rcp_fast_ok admits; the routing kernels' sigmoid relies on it). Built and run by
-// the device scripts:
-//   nvcc -arch=sm_90a -I templates tests/gpu/rcp_exhaustive.cu -o rcp_exhaustive && ./rcp_exhaustive
-// Prints the mismatch count (and the first few) and exits 1 on any mismatch.
+// bit (the range rcp_fast_ok admits; the routing kernels' sigmoid relies on it). Built by CMake
+// where nvcc exists and run by CTest (gpu.rcp_exhaustive). Prints the mismatch count (and the
+// first few) and exits 1 on any mismatch, 77 (skipped) where no GPU runs it.
 #include "common.cuh"
+#include "skip_without_gpu.cuh"
 
 #include <cstdio>
 
@@ -24,6 +24,7 @@ __global__ void sweep(unsigned long long* bad, unsigned* first, unsigned long lo
 }
 
 int main() {
+  skip_without_gpu("rcp_exhaustive", sweep);
   unsigned long long *bad, *checked;
   unsigned* first;
   cudaMallocManaged(&bad, sizeof(*bad));

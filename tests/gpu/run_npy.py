@@ -3,18 +3,45 @@
 as .npy files, the op run on the GPU and on the CPU reference (`--reference`) through the same
 CLI path, outputs compared (numerics.md's activation test: equal but 1 ulp on at most 1e-3 of
 the elements; routing ids exactly); masked layouts start from an --init output whose unwritten
-rows must come back untouched.
+rows must come back untouched. Registered with CTest (gpu.run_npy); exits 77 (skipped), saying
+why, where there is no GPU or no NumPy.
 
   python3 tests/gpu/run_npy.py --moejit build/moejit
 """
 import argparse
+import ctypes
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # skip_reason() says so
+    np = None
+
+SKIPPED = 77  # CTest's SKIP_RETURN_CODE for the [gpu] tests
+
+
+def no_gpu_reason():
+    """Why no CUDA device can run this here (None when one can), by test_gpu's rule."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        return f"no CUDA driver ({e})"
+    count = ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return "no CUDA device here"
+    return None
+
+
+def skip_reason():
+    reason = no_gpu_reason()
+    if reason:
+        return reason + "; it runs on an H200"
+    return "NumPy is not installed" if np is None else None
+
 
 KINDS = {"silu": {}, "gelu": {}, "gelu_tanh": {}, "swiglu_oai": {"interleaved": True}, "situ": {"beta": 4.0, "linear_beta": 25.0}}
 
@@ -46,6 +73,10 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--moejit", required=True)
     a = p.parse_args()
+    reason = skip_reason()
+    if reason:
+        print(f"SKIPPED: run_npy: {reason}")
+        return SKIPPED
     rng = np.random.default_rng(7)
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,8 +1,9 @@
 // Every fp32 input: templates/common.cuh's tanh_accurate against CUDA's tanhf, bit for bit, and
-// tanh_small against tanhf below the switch point. Built and run by bench/device/act4.sh:
-//   nvcc -arch=sm_90a -I templates tests/gpu/tanh_exhaustive.cu -o tanh_exhaustive && ./tanh_exhaustive
-// Prints the mismatch count (and the first few) and exits 1 on any mismatch.
+// tanh_small against tanhf below the switch point. Built by CMake where nvcc exists and run by
+// CTest (gpu.tanh_exhaustive). Prints the mismatch count (and the first few) and exits 1 on any
+// mismatch, 77 (skipped) where no GPU runs it.
 #include "common.cuh"
+#include "skip_without_gpu.cuh"
 
 #include <cstdio>
 
@@ -21,6 +22,7 @@ __global__ void sweep(unsigned long long* bad, unsigned* first) {
 }
 
 int main() {
+  skip_without_gpu("tanh_exhaustive", sweep);
   unsigned long long* bad;
   unsigned* first;
   cudaMallocManaged(&bad, sizeof(*bad));

@@ -135,3 +135,22 @@ TEST_CASE("the harness accepts near-ties only", "[reference][routing]") {
   got[2].as<std::int32_t>()[1] = 2;  // a real mistake
   CHECK_FALSE(h.compare(*op, want, got, 1).empty());
 }
+
+TEST_CASE("the harness reports the first 8 failing rows in row order, whatever the threads that judge them", "[reference][routing]") {
+  const auto op = routing(R"("num_experts": 64, "topk": 4, "scoring": "sigmoid")");
+  const auto& h = harness_for("routing");
+  Rng rng(3);
+  auto want = make_tensors(*op, 500);
+  h.fill_inputs(*op, want, 500, rng, 0);
+  h.run(*op, want, 500);
+  auto got = want;
+  CHECK(h.compare(*op, want, got, 500).empty());
+  const std::vector<int> bad = {3, 70, 71, 200, 201, 202, 350, 351, 352, 499};
+  for (int t : bad) got[2].as<std::int32_t>()[t * 4] = -1;
+  const auto failures = h.compare(*op, want, got, 500);
+  REQUIRE(failures.size() == 8);
+  for (std::size_t i = 0; i < 8; ++i) {
+    INFO(failures[i]);
+    CHECK(failures[i].starts_with(fmt::format("row {}: id[0] = -1, reference ", bad[i])));
+  }
+}
