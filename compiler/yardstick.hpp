@@ -1,7 +1,7 @@
 #pragma once
 // The yardstick contract (templates/yardstick.cuh): the SM copy and streaming-read kernels whose
-// bandwidth `moejit bench` reports every op against. Not an op of any spec; warmup compiles it
-// once an arch, into the same cache as the ops.
+// bandwidth `moejit bench` reports every op against. Not an op of any spec: bench compiles it
+// when it first needs it, into the same cache as the ops (a self-test of the pipeline).
 
 #include <moejit/contract.hpp>
 

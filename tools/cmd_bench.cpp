@@ -140,7 +140,7 @@ Action add_bench(CLI::App& app) {
                    human_bytes(r.bytes), r.gb_per_s, 100 * r.copy_fraction, 100 * r.peak_fraction);
         results.push_back({{"op", op->spec().name}, {"family", op->spec().family()},
                            {"op_spec", nlohmann::json::parse(op->spec().canonical_json())}, {"tokens", t},
-                           {"us_per_call", r.us_per_call}, {"bytes", r.bytes}, {"GBps", r.gb_per_s},
+                           {"us_per_call", r.us_per_call}, {"bytes", r.bytes}, {"flops", r.flops}, {"GBps", r.gb_per_s},
                            {"copy_fraction", r.copy_fraction}, {"peak_fraction", r.peak_fraction}, {"hot", hot}, {"expected_rows", o->expected_rows},
                            {"inputs", in.name}});
       }

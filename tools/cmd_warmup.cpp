@@ -4,7 +4,6 @@
 #include <moejit/error.hpp>
 
 #include "cache/warmup.hpp"
-#include "compiler/yardstick.hpp"
 #include "cli.hpp"
 
 #include <fmt/format.h>
@@ -62,15 +61,9 @@ Action add_warmup(CLI::App& app) {
   return [o] {
     const auto specs = load_specs(o->specs);
     std::vector<detail::WarmupJob> jobs;
-    std::set<std::string> archs;
     for (const auto& spec : specs) {
-      for (auto& j : jobs_of(spec, o->archs)) {
-        archs.insert(j.contract.arch());
-        jobs.push_back(std::move(j));
-      }
+      for (auto& j : jobs_of(spec, o->archs)) jobs.push_back(std::move(j));
     }
-    // The yardstick kernels `moejit bench` measures its ceilings with, once an arch.
-    for (const auto& arch : archs) jobs.push_back({"yardstick (copy, read)", detail::yardstick_contract(arch)});
     const auto options = Options::from_environment();
     const unsigned threads = o->jobs ? o->jobs : options.jobs;
     detail::Compiler compiler(options.cuda_home);

@@ -89,6 +89,7 @@ BenchResult bench_case(Context& context, const Op& op, const detail::Stream& str
     op.launch(device[static_cast<std::size_t>(call % sets)].bindings, tokens, stream.get(), hints);
   });
   r.bytes = harness.bytes_moved(op.spec(), host, tokens);
+  r.flops = harness.flops(op.spec(), host, tokens);
   r.gb_per_s = r.bytes / (r.us_per_call * 1e-6) / 1e9;
   r.copy_fraction = r.bytes / (r.us_per_call * 1e-6) / yardsticks.copy_bytes_per_s;
   r.peak_fraction = r.bytes / (r.us_per_call * 1e-6) / yardsticks.hbm_peak_bytes_per_s;

@@ -50,6 +50,7 @@ struct BenchResult {
   std::int64_t tokens = 0;
   double us_per_call = 0;
   double bytes = 0;     ///< the op's minimum bytes moved
+  double flops = 0;     ///< the op's floating-point operations (0 where it has no GEMM)
   double gb_per_s = 0;
   double copy_fraction = 0;  ///< achieved bandwidth over the SM copy's (Yardsticks)
   double peak_fraction = 0;  ///< achieved bandwidth over the HBM peak of the device attributes
