@@ -44,10 +44,11 @@ Action add_check(CLI::App& app) {
       const auto& harness = reference::harness_for(op_spec->family());
       const auto tokens = chosen_tokens.empty() ? harness.check_tokens(*op_spec) : chosen_tokens;
       for (int variant = 0; variant < harness.variants(); ++variant) {
-        for (auto t : tokens) {
+        const auto results = check_cases(context, *op, variant, tokens, o->seed + cases);
+        for (std::size_t i = 0; i < results.size(); ++i) {
           ++cases;
-          const auto r = check_case(context, *op, {variant, t, o->seed + static_cast<std::uint64_t>(cases)});
-          fmt::print("{} {} [{}] T={}\n", r.passed() ? "PASS" : "FAIL", op_spec->name, harness.variant_name(variant), t);
+          const auto& r = results[i];
+          fmt::print("{} {} [{}] T={}\n", r.passed() ? "PASS" : "FAIL", op_spec->name, harness.variant_name(variant), tokens[i]);
           if (r.passed()) continue;
           ++failed;
           for (const auto& f : r.failures) fmt::print("  {}\n", f);

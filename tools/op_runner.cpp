@@ -1,5 +1,7 @@
 #include "op_runner.hpp"
 
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 
@@ -48,6 +50,72 @@ CheckResult check_case(Context& context, const Op& op, CheckCase c) {
   return {harness.compare(op.spec(), want, got, c.tokens)};
 }
 
+namespace {
+
+bool has_token_extent(const TensorDecl& d) {
+  return std::ranges::any_of(d.shape, [](const Extent& e) { return e.tokens; });
+}
+
+// Checks `op` at every T of `tokens` on inputs filled once at the largest T, each T on the first
+// rows of the token-major tensors; the fixed tensors (weights) are lent to each case's inputs.
+std::vector<CheckResult> check_prefixes(Context& context, const Op& op, int variant, std::span<const std::int64_t> tokens,
+                                        std::uint64_t seed) {
+  const auto& harness = reference::harness_for(op.spec().family());
+  const auto& decls = op.tensors();
+  const std::int64_t largest = *std::ranges::max_element(tokens);
+  reference::Rng rng(seed);
+  auto master = reference::make_tensors(op.spec(), largest);
+  harness.fill_inputs(op.spec(), master, largest, rng, variant);
+  const auto device = upload(context.driver(), master);
+  detail::Stream stream(context.driver());
+  std::vector<CheckResult> results;
+  for (const auto t : tokens) {
+    std::vector<HostTensor> want, got(decls.size());
+    for (std::size_t i = 0; i < decls.size(); ++i) {
+      if (!has_token_extent(decls[i])) {
+        want.push_back(std::move(master[i]));
+        continue;
+      }
+      auto prefix = HostTensor::like(decls[i], t);
+      std::memcpy(prefix.data.data(), master[i].data.data(), prefix.bytes());
+      if (decls[i].role == TensorRole::output) {
+        prefix.fill_bytes(kPoison);
+        got[i] = prefix;
+        MOEJIT_CU(context.driver(), cuMemsetD8Async(device.buffers[i].address(), static_cast<unsigned char>(kPoison),
+                                                    device.buffers[i].bytes(), stream.get()));
+      }
+      want.push_back(std::move(prefix));
+    }
+    op.launch(device.bindings, t, stream.get());
+    stream.synchronize();
+    download_outputs(op, device, got);
+    harness.run(op.spec(), want, t);
+    results.push_back({harness.compare(op.spec(), want, got, t)});
+    for (std::size_t i = 0; i < decls.size(); ++i) {
+      if (!has_token_extent(decls[i])) master[i] = std::move(want[i]);
+    }
+  }
+  return results;
+}
+
+}  // namespace
+
+std::vector<CheckResult> check_cases(Context& context, const Op& op, int variant, std::span<const std::int64_t> tokens,
+                                     std::uint64_t seed) {
+  // NOTE: an op with large fixed tensors (an experts op's weights: up to tens of GB) is filled
+  // and uploaded once a variant; the rest get fresh inputs a case.
+  std::size_t fixed = 0;
+  bool token_major_op = true;
+  for (const auto& d : op.tensors()) {
+    if (!has_token_extent(d)) fixed += d.bytes_for(0);
+    for (std::size_t i = 1; i < d.shape.size(); ++i) token_major_op = token_major_op && !d.shape[i].tokens;
+  }
+  if (!tokens.empty() && token_major_op && fixed >= (std::size_t{256} << 20)) return check_prefixes(context, op, variant, tokens, seed);
+  std::vector<CheckResult> results;
+  for (std::size_t i = 0; i < tokens.size(); ++i) results.push_back(check_case(context, op, {variant, tokens[i], seed + i}));
+  return results;
+}
+
 std::int64_t mean_expert_rows(const Op& op, std::span<const reference::HostTensor> tensors, std::int64_t tokens) {
   for (std::size_t i = 0; i < op.tensors().size(); ++i) {
     if (op.tensors()[i].name != "expert_num_tokens") continue;
@@ -59,34 +127,36 @@ std::int64_t mean_expert_rows(const Op& op, std::span<const reference::HostTenso
   return 0;
 }
 
-BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
-                       const detail::Yardsticks& yardsticks, int variant, int calls, int replays,
-                       std::span<const std::string> hot, bool hint_rows) {
-  const auto& harness = reference::harness_for(op.spec().family());
-  reference::Rng rng(1234);
-  auto host = reference::make_tensors(op.spec(), tokens);
-  harness.fill_inputs(op.spec(), host, tokens, rng, variant);
+namespace {
 
-  // NOTE: enough tensor sets that `calls` successive launches span at least 3x the L2; the hot
-  // tensors are one buffer bound in every set, so they stay in L2 from call to call.
-  const auto is_hot = [&](std::size_t i) { return std::ranges::find(hot, op.tensors()[i].name) != hot.end(); };
-  std::size_t set_bytes = 0;
-  for (std::size_t i = 0; i < host.size(); ++i) set_bytes += is_hot(i) ? 0 : host[i].bytes();
+// Tensor sets a graph rotates through so that `calls` launches span 3x the L2 (hot tensors, one
+// buffer bound in every set, count for none).
+int set_count(const Context& context, std::size_t set_bytes, int calls) {
   const auto l2 = static_cast<std::size_t>(context.device().l2_bytes);
-  const int sets = static_cast<int>(std::clamp<std::size_t>((3 * l2 + set_bytes) / std::max<std::size_t>(set_bytes, 1), 1,
-                                                            static_cast<std::size_t>(calls)));
-  std::vector<DeviceTensors> device;
-  for (int s = 0; s < sets; ++s) device.push_back(upload(context.driver(), host));
-  for (std::size_t i = 0; i < host.size(); ++i) {
-    if (!is_hot(i)) continue;
-    for (auto& set : device) set.bindings[i] = device.front().bindings[i];
-  }
+  return static_cast<int>(std::clamp<std::size_t>((3 * l2 + set_bytes) / std::max<std::size_t>(set_bytes, 1), 1,
+                                                  static_cast<std::size_t>(calls)));
+}
 
+// True when every tensor with the token extent has it first: the first t rows of its tensors
+// are a call of t tokens.
+bool token_major(const Op& op) {
+  for (const auto& t : op.tensors()) {
+    for (std::size_t d = 1; d < t.shape.size(); ++d) {
+      if (t.shape[d].tokens) return false;
+    }
+  }
+  return true;
+}
+
+BenchResult timed(Context& context, const Op& op, const detail::Stream& stream, std::span<const DeviceTensors> device,
+                  std::span<const HostTensor> host, std::int64_t tokens, const detail::Yardsticks& yardsticks, int calls,
+                  int replays, bool hint_rows) {
+  const auto& harness = reference::harness_for(op.spec().family());
   BenchResult r;
   r.tokens = tokens;
   const LaunchHints hints{.expected_rows = hint_rows ? mean_expert_rows(op, host, tokens) : 0};
   r.us_per_call = detail::time_per_call_us(context.driver(), stream, calls, replays, [&](int call) {
-    op.launch(device[static_cast<std::size_t>(call % sets)].bindings, tokens, stream.get(), hints);
+    op.launch(device[static_cast<std::size_t>(call) % device.size()].bindings, tokens, stream.get(), hints);
   });
   r.bytes = harness.bytes_moved(op.spec(), host, tokens);
   r.flops = harness.flops(op.spec(), host, tokens);
@@ -94,6 +164,53 @@ BenchResult bench_case(Context& context, const Op& op, const detail::Stream& str
   r.copy_fraction = r.bytes / (r.us_per_call * 1e-6) / yardsticks.copy_bytes_per_s;
   r.peak_fraction = r.bytes / (r.us_per_call * 1e-6) / yardsticks.hbm_peak_bytes_per_s;
   return r;
+}
+
+}  // namespace
+
+BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
+                       const detail::Yardsticks& yardsticks, int variant, int calls, int replays,
+                       std::span<const std::string> hot, bool hint_rows) {
+  const auto& harness = reference::harness_for(op.spec().family());
+  reference::Rng rng(1234);
+  auto host = reference::make_tensors(op.spec(), tokens);
+  harness.fill_inputs(op.spec(), host, tokens, rng, variant);
+  const auto is_hot = [&](std::size_t i) { return std::ranges::find(hot, op.tensors()[i].name) != hot.end(); };
+  std::size_t set_bytes = 0;
+  for (std::size_t i = 0; i < host.size(); ++i) set_bytes += is_hot(i) ? 0 : host[i].bytes();
+  const int sets = set_count(context, set_bytes, calls);
+  std::vector<DeviceTensors> device;
+  for (int s = 0; s < sets; ++s) device.push_back(upload(context.driver(), host));
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    if (!is_hot(i)) continue;
+    for (auto& set : device) set.bindings[i] = device.front().bindings[i];
+  }
+  return timed(context, op, stream, device, host, tokens, yardsticks, calls, replays, hint_rows);
+}
+
+std::vector<BenchResult> bench_cases(Context& context, const Op& op, const detail::Stream& stream,
+                                     std::span<const std::int64_t> tokens, const detail::Yardsticks& yardsticks, int variant,
+                                     int calls, int replays, std::span<const std::string> hot, bool hint_rows) {
+  std::vector<BenchResult> results;
+  if (tokens.empty()) return results;
+  // NOTE: where one tensor set a call already spans the L2 at the smallest T (an experts op's
+  // weights: up to tens of GB) and the tensors are token-major, one fill at the largest T serves
+  // every T: each takes the first rows, as a call of that many tokens would.
+  const std::int64_t smallest = *std::ranges::min_element(tokens), largest = *std::ranges::max_element(tokens);
+  std::size_t smallest_bytes = 0;
+  for (const auto& t : op.tensors()) smallest_bytes += t.bytes_for(smallest);
+  if (!hot.empty() || !token_major(op) || set_count(context, smallest_bytes, calls) > 1) {
+    for (const auto t : tokens) results.push_back(bench_case(context, op, stream, t, yardsticks, variant, calls, replays, hot, hint_rows));
+    return results;
+  }
+  const auto& harness = reference::harness_for(op.spec().family());
+  reference::Rng rng(1234);
+  auto host = reference::make_tensors(op.spec(), largest);
+  harness.fill_inputs(op.spec(), host, largest, rng, variant);
+  std::vector<DeviceTensors> device;
+  device.push_back(upload(context.driver(), host));
+  for (const auto t : tokens) results.push_back(timed(context, op, stream, device, host, t, yardsticks, calls, replays, hint_rows));
+  return results;
 }
 
 }  // namespace moejit::tools

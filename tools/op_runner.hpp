@@ -45,6 +45,10 @@ struct CheckResult {
 
 /// Runs one case on the GPU and on the CPU reference and compares them.
 CheckResult check_case(Context& context, const Op& op, CheckCase c);
+/// check_case of one variant at each of `tokens` (seeds seed, seed + 1, ...); an op with large
+/// fixed tensors (weights) fills them once, each T running on the first rows of one fill.
+std::vector<CheckResult> check_cases(Context& context, const Op& op, int variant, std::span<const std::int64_t> tokens,
+                                     std::uint64_t seed);
 
 struct BenchResult {
   std::int64_t tokens = 0;
@@ -64,6 +68,12 @@ struct BenchResult {
 BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
                        const detail::Yardsticks& yardsticks, int variant, int calls = 20, int replays = 7,
                        std::span<const std::string> hot = {}, bool hint_rows = false);
+/// bench_case for each of `tokens`; an op whose weights alone pass the L2 (one tensor set a
+/// call) is filled and uploaded once, at the largest T, each T running on the first rows.
+std::vector<BenchResult> bench_cases(Context& context, const Op& op, const detail::Stream& stream,
+                                     std::span<const std::int64_t> tokens, const detail::Yardsticks& yardsticks, int variant,
+                                     int calls = 20, int replays = 7, std::span<const std::string> hot = {},
+                                     bool hint_rows = false);
 /// The mean rows an expert holds in `tensors` (its expert_num_tokens clamped to [0, tokens]), the
 /// launch hint a caller who knows its data would give; 0 when the op has no such input.
 std::int64_t mean_expert_rows(const Op& op, std::span<const reference::HostTensor> tensors, std::int64_t tokens);

@@ -22,55 +22,15 @@ namespace {
 
 const reference::OpHarness& harness() { return reference::harness_for("experts"); }
 
-bool has_token_extent(const TensorDecl& d) {
-  return std::ranges::any_of(d.shape, [](const Extent& e) { return e.tokens; });
-}
-
-// Checks `op` at every T of `tokens` on inputs filled once at the largest T (weights are up to
-// tens of GB): the first t rows of the standard layout's token tensors are a call of t tokens.
+// Checks `op` at every T of `tokens` (inputs filled once at the largest T: weights are up to tens
+// of GB) and prints the whole case on failure.
 void check_prefixes(const Op& op, const std::vector<std::int64_t>& tokens, int variant, std::uint64_t seed) {
-  auto& ctx = gpu_context();
-  const auto& spec = op.spec();
-  const auto& decls = op.tensors();
-  const std::int64_t big = *std::ranges::max_element(tokens);
-  reference::Rng rng(seed);
-  auto master = reference::make_tensors(spec, big);
-  harness().fill_inputs(spec, master, big, rng, variant);
-  const auto device = tools::upload(ctx.driver(), master);
-  detail::Stream stream(ctx.driver());
-  for (const auto t : tokens) {
-    std::vector<reference::HostTensor> want, got;
-    for (std::size_t i = 0; i < decls.size(); ++i) {
-      if (!has_token_extent(decls[i])) {
-        want.push_back(std::move(master[i]));  // weights: lent to this case, returned below
-        got.push_back({master[i].dtype, want.back().shape, {}});
-        continue;
-      }
-      auto prefix = reference::HostTensor::like(decls[i], t);
-      std::memcpy(prefix.data.data(), master[i].data.data(), prefix.bytes());
-      if (decls[i].role == TensorRole::output) prefix.fill_bytes(tools::kPoison);
-      want.push_back(prefix);
-      got.push_back(std::move(prefix));
-    }
-    for (std::size_t i = 0; i < decls.size(); ++i) {
-      if (decls[i].role != TensorRole::output) continue;
-      MOEJIT_CU(ctx.driver(), cuMemsetD8Async(device.buffers[i].address(), static_cast<unsigned char>(tools::kPoison),
-                                              device.buffers[i].bytes(), stream.get()));
-    }
-    op.launch(device.bindings, t, stream.get());
-    stream.synchronize();
-    for (std::size_t i = 0; i < decls.size(); ++i) {
-      if (decls[i].role == TensorRole::output) device.buffers[i].download(got[i].data.data(), got[i].bytes());
-    }
-    harness().run(spec, want, t);
-    const auto failures = harness().compare(spec, want, got, t);
-    for (std::size_t i = 0; i < decls.size(); ++i) {
-      if (!has_token_extent(decls[i])) master[i] = std::move(want[i]);
-    }
-    if (failures.empty()) continue;
+  const auto results = tools::check_cases(gpu_context(), op, variant, tokens, seed);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].passed()) continue;
     std::string text;
-    for (const auto& f : failures) text += "  " + f + "\n";
-    FAIL_CHECK("op " << spec.canonical_json() << "\nvariant " << variant << " T=" << t << " seed " << seed << "\n" << text);
+    for (const auto& f : results[i].failures) text += "  " + f + "\n";
+    FAIL_CHECK("op " << op.spec().canonical_json() << "\nvariant " << variant << " T=" << tokens[i] << " seed " << seed << "\n" << text);
   }
 }
 
@@ -108,8 +68,11 @@ TEST_CASE("experts of every shipped model match the reference at decode and smal
     INFO(spec->canonical_json());
     const auto op = gpu_context().load(spec);
     check_prefixes(*op, {0, 1, 3, 8, 64, 300}, 0, seed++);  // uniform routing
-    check_prefixes(*op, {1, 3, 64, 300}, 1, seed++);        // slot 0 on one expert, invalid ids
-    check_prefixes(*op, {1, 8, 64}, 2, seed++);             // the activation stage, exactly
+    // The two largest (Kimi-K2, Kimi-K3 at tp 1: 34 and 59 GB of weights) take the uniform inputs
+    // alone: their shapes' other inputs are DeepSeek-V3's and Kimi-K3 tp 8's.
+    if (dynamic_cast<const ExpertsSpec&>(*spec).expert_bytes() * dynamic_cast<const ExpertsSpec&>(*spec).num_experts > (std::int64_t{25} << 30)) continue;
+    check_prefixes(*op, {1, 3, 64, 300}, 1, seed++);  // slot 0 on one expert, invalid ids
+    check_prefixes(*op, {1, 8, 64}, 2, seed++);       // the activation stage, exactly
   }
 }
 
