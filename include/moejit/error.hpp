@@ -61,9 +61,10 @@ namespace detail {
 inline constexpr std::size_t kMaxValueChars = 200;
 
 /// `text` made fit for one line of a terminal: control characters escaped (`\n`, `\t`, `\x1b`,
-/// C1 controls as `\u009b`) and, where the result would pass `max_chars`, cut at a character
-/// boundary with a note of how many bytes were left out. Every field of an Error but the
-/// multi-line ones (options, log, source) is printed through it.
+/// C1 controls as `\u009b`), bytes that are not well-formed UTF-8 as `\xff`, and, where the
+/// result would pass `max_chars`, cut at a character boundary with a note of how many bytes
+/// were left out. Every field of an Error but the multi-line ones (options, log, source) is
+/// printed through it.
 std::string printable(std::string_view text, std::size_t max_chars = kMaxValueChars);
 
 }  // namespace detail

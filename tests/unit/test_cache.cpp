@@ -469,6 +469,9 @@ TEST_CASE("MOEJIT_JOBS is a thread count or an error naming it, never silently i
 TEST_CASE("error text escapes control characters and cuts long values", "[error]") {
   CHECK(moejit::detail::printable("soft\nmax\x1b[31m\t\x7f") == "soft\\nmax\\x1b[31m\\t\\x7f");
   CHECK(moejit::detail::printable("caf\xc3\xa9 \xc2\x9b") == "caf\xc3\xa9 \\u009b");  // UTF-8 kept, C1 escaped
+  // Bytes that are not well-formed UTF-8 (stray, cut, overlong, surrogate) escaped one by one.
+  CHECK(moejit::detail::printable("m\xff\xfe \xc3 \xc0\xaf \xed\xa0\x80 \xf0\x9f\x98\x80") ==
+        "m\\xff\\xfe \\xc3 \\xc0\\xaf \\xed\\xa0\\x80 \xf0\x9f\x98\x80");
   const std::string huge(20000, 'a');
   const auto cut = moejit::detail::printable(huge);
   CHECK(cut == std::string(200, 'a') + "... (19800 more bytes)");
