@@ -15,8 +15,10 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <new>
 #include <regex>
 #include <thread>
@@ -301,6 +303,73 @@ TEST_CASE("a cache directory that is not private is refused", "[cache]") {
     WARN("not root: the other-owner case is not exercised");
   }
 }
+
+namespace {
+
+// A disk cache holding the entry of small_contract(8), closed again.
+struct Warmed {
+  TempDir tmp;
+  Options options = options_at(tmp.path);
+  Compiler compiler{options.cuda_home};
+  Key key;
+  fs::path root, shard, entry;  // v<schema>/, the entry's shard and directory
+
+  Warmed() {
+    Cache cache(options, compiler);
+    key = cache.get(small_contract()).entry->manifest.key;
+    root = cache.root();
+    entry = entry_dir(cache, key);
+    shard = entry.parent_path();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("every byte of the manifest is checked: a changed kernel table, date or time is a bad entry", "[cache][hostile]") {
+  Warmed w;
+  const std::string manifest = read_file(w.entry / "manifest.json");
+  auto edited = [&](const std::string& pattern, const std::string& with) {
+    const auto out = std::regex_replace(manifest, std::regex(pattern), with, std::regex_constants::format_first_only);
+    REQUIRE(out != manifest);
+    return out;
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"lowered name", edited("activation_kernelI", "activation_kernelJ")},
+      {"registers", edited(R"("registers": (\d))", R"("registers": 9$1)")},
+      {"created", edited(R"("created": "[^"]*")", R"("created": "2000-01-01T00:00:00Z")")},
+      {"compile seconds", edited(R"("compile_seconds": [0-9.e-]+)", R"("compile_seconds": 1234)")},
+      {"no checksum", edited(R"(\s*"manifest_xxh3_128": "[0-9a-f]+",)", "")},
+  };
+  for (const auto& [what, text] : cases) {
+    SECTION(what) {
+      overwrite(w.entry / "manifest.json", text);
+      Cache cache(w.options, w.compiler);
+      const auto bad = cache.verify(false);
+      REQUIRE(bad.size() == 1);
+      CHECK_THAT(bad[0].problem, Catch::Matchers::Contains("manifest"));
+      CHECK(cache.get(small_contract()).source == Source::compiled);
+    }
+  }
+}
+
+#ifdef MOEJIT_CLI
+TEST_CASE("cache ls shows what an entry holds with control characters escaped", "[cache][hostile]") {
+  Warmed w;
+  auto m = Manifest::from_json(read_file(w.entry / "manifest.json"));
+  m.created = "\x1b[2J\xc2\x9b\x07";  // an imported bundle can carry it: the manifest's checksum still holds
+  overwrite(w.entry / "manifest.json", m.to_json());
+  const auto command = fmt::format("MOEJIT_CACHE_DIR='{}' '{}' cache ls 2>&1", w.options.cache_dir.string(), MOEJIT_CLI);
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
+  REQUIRE(pipe);
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe.get())) > 0;) out.append(buf, n);
+  INFO(out);
+  CHECK_THAT(out, Catch::Matchers::Contains("\\x1b[2J\\u009b\\x07"));
+  CHECK(out.find('\x1b') == std::string::npos);
+  CHECK(out.find('\x07') == std::string::npos);
+}
+#endif
 
 TEST_CASE("a lookup after warmup allocates nothing", "[cache]") {
   TempDir tmp;
