@@ -49,9 +49,10 @@ std::size_t Cache::export_bundle(const std::filesystem::path& file) const {
   std::string out(kMagic);
   std::size_t count = 0;
   for (const auto& info : list()) {
-    auto key = Key::from_hex(info.key_hex);
+    const auto key = Key::from_hex(info.key_hex);
+    const auto dir = key ? shard(info.shard, /*create=*/false) : std::nullopt;
     std::string problem;
-    auto entry = key ? read_entry(info.dir, *key, problem) : nullptr;
+    const auto entry = dir ? read_entry(*dir, info.key_hex, *key, problem) : nullptr;
     if (!entry) continue;  // exports only entries that verify
     const auto manifest = entry->manifest.to_json();
     out += fmt::format("entry {} {}\n", manifest.size(), entry->cubin.size());
@@ -60,6 +61,10 @@ std::size_t Cache::export_bundle(const std::filesystem::path& file) const {
     ++count;
   }
   out += fmt::format("end {} {}\n", count, checksum(out));
+  if (out.size() > kMaxBundleBytes) {
+    throw Error({.kind = ErrorKind::io, .message = "the cache is too large for one bundle", .file = file.string(),
+                 .found = fmt::format("{} bytes", out.size()), .expected = fmt::format("at most {} bytes", kMaxBundleBytes)});
+  }
   write_output_file(file, out);
   return count;
 }
@@ -68,12 +73,7 @@ Cache::ImportResult Cache::import_bundle(const std::filesystem::path& file) {
   if (root_.empty()) {
     throw Error({.kind = ErrorKind::usage, .message = "import needs a disk cache"});
   }
-  std::string data;
-  try {
-    data = read_file(file);
-  } catch (const Error&) {
-    throw Error({.kind = ErrorKind::input, .message = "cannot read cache bundle", .file = file.string()});
-  }
+  const auto data = read_input_file({.path = file, .what = "cache bundle", .max_bytes = kMaxBundleBytes});
   if (!std::string_view(data).starts_with(kMagic)) corrupt(file, "no bundle header");
   const auto end_line = data.rfind("end ");
   if (end_line == std::string::npos || data.empty() || data.back() != '\n') corrupt(file, "no end line");
@@ -104,7 +104,7 @@ Cache::ImportResult Cache::import_bundle(const std::filesystem::path& file) {
         checksum(entry->cubin) != m.cubin_checksum || entry->cubin.size() != m.cubin_bytes) {
       corrupt(file, fmt::format("entry {} does not verify", m.key.hex()));
     }
-    FileLock lock(lock_path(m.key));
+    FileLock lock(locks_, lock_name(m.key));
     if (load(m.key)) {
       ++result.present;
       continue;

@@ -132,7 +132,7 @@ std::string detail::printable(std::string_view text, std::size_t max_chars) {
 
 bool Error::is_bad_input() const noexcept {
   return fields_.kind == ErrorKind::spec || fields_.kind == ErrorKind::input ||
-         fields_.kind == ErrorKind::usage;
+         fields_.kind == ErrorKind::usage || fields_.kind == ErrorKind::cache;
 }
 
 }  // namespace moejit

@@ -59,8 +59,23 @@ int ls(Env& env) {
 
 int verify(Env& env, bool repair) {
   const auto bad = env.cache.verify(repair);
-  for (const auto& e : bad) fmt::print("bad {}: {}{}\n", shown(e.key_hex), shown(e.problem), repair ? " (moved aside)" : "");
-  fmt::print("verify: {} entries, {} bad\n", env.cache.list().size() + (repair ? bad.size() : 0), bad.size());
+  std::size_t stuck = 0;
+  std::string why;
+  for (const auto& e : bad) {
+    std::string note;
+    if (repair && e.not_moved.empty()) note = " (moved aside)";
+    if (repair && !e.not_moved.empty()) {
+      note = fmt::format(" (not moved aside: {})", e.not_moved);
+      why = e.not_moved;
+      ++stuck;
+    }
+    fmt::print("bad {}: {}{}\n", shown(e.key_hex), shown(e.problem), note);
+  }
+  fmt::print("verify: {} entries, {} bad\n", env.cache.list().size() + (repair ? bad.size() - stuck : 0), bad.size());
+  if (stuck > 0) {
+    throw Error({.kind = ErrorKind::io, .message = fmt::format("could not move {} bad entr{} aside", stuck, stuck == 1 ? "y" : "ies"),
+                 .file = env.cache.root().string(), .code = why});
+  }
   return bad.empty() || repair ? kOk : kCheckFailed;  // --repair mended what it found
 }
 

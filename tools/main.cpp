@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
     }
     return kBadInput;
   } catch (const moejit::Error& e) {
+    std::fflush(stdout);  // what the command printed comes first
     std::fprintf(stderr, "moejit: %s: %s\n", std::string(moejit::to_string(e.kind())).c_str(), e.what());
     return e.is_bad_input() ? kBadInput : kFailure;
   } catch (const std::exception& e) {

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <regex>
@@ -69,6 +70,11 @@ std::size_t count_in(const fs::path& dir) {
 }
 
 void overwrite(const fs::path& file, const std::string& data) { std::ofstream(file, std::ios::binary | std::ios::trunc) << data; }
+
+std::string read_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 }  // namespace
 
@@ -323,7 +329,97 @@ struct Warmed {
   }
 };
 
+// The message a cache at `options` is refused with (ErrorKind::cache, bad input: exit 2).
+std::string refusal(const Options& options, const Compiler& compiler) {
+  try {
+    Cache cache(options, compiler);
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::cache);
+    CHECK(e.is_bad_input());
+    return e.what();
+  }
+  FAIL("the cache was accepted");
+  return {};
+}
+
+// Replaces `dir` with a symbolic link to `target`.
+void swap_for_link(const fs::path& dir, const fs::path& target) {
+  fs::rename(dir, dir.string() + ".moved");
+  fs::create_directory_symlink(target, dir);
+}
+
 }  // namespace
+
+TEST_CASE("a link in place of a directory of the tree refuses the cache; nothing outside it is touched", "[cache][hostile]") {
+  Warmed w;
+  const auto outside = w.tmp.path / "outside";
+  fs::create_directories(outside);
+  overwrite(outside / "precious", "keep");
+  for (const auto& dir : {w.root / "quarantine", w.root / "tmp", w.root / "locks", w.shard, w.root}) {
+    SECTION(dir.filename().string()) {
+      swap_for_link(dir, outside);
+      CHECK_THAT(refusal(w.options, w.compiler), Catch::Matchers::Contains("found a symbolic link"));
+    }
+  }
+  CHECK(read_file(outside / "precious") == "keep");
+  CHECK(count_in(outside) == 1);
+}
+
+TEST_CASE("inside an open cache no link is followed: bad entries are moved aside, bad shards and lock files refused", "[cache][hostile]") {
+  Warmed w;
+  Cache cache(w.options, w.compiler);  // opened first: each case is planted while it runs
+  const auto outside = w.tmp.path / "outside";
+  fs::create_directories(outside);
+  auto recompiled_once_moved_aside = [&] {
+    CHECK(cache.get(small_contract()).source == Source::compiled);
+    CHECK(count_in(w.root / "quarantine") == 1);
+    CHECK(cache.verify(false).empty());
+  };
+  SECTION("a shard swapped for a link") {
+    swap_for_link(w.shard, outside);
+    CHECK_THROWS_AS(cache.get(small_contract()), Error);
+    CHECK(count_in(outside) == 0);
+  }
+  SECTION("a dangling link in place of a lock file is never created through") {
+    fs::remove_all(w.entry);
+    fs::remove(w.root / "locks" / (w.key.hex() + ".lock"));
+    fs::create_symlink(outside / "created", w.root / "locks" / (w.key.hex() + ".lock"));
+    try {
+      cache.get(small_contract());
+      FAIL("locked through a link");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::cache);
+      CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains("found a symbolic link"));
+    }
+    CHECK_FALSE(fs::exists(outside / "created"));
+  }
+  SECTION("an entry that is a link to a good entry elsewhere") {
+    fs::rename(w.entry, outside / "entry");
+    fs::create_directory_symlink(outside / "entry", w.entry);
+    CHECK(cache.verify(false).size() == 1);
+    recompiled_once_moved_aside();
+    CHECK(fs::is_symlink(fs::directory_iterator(w.root / "quarantine")->path()));  // the link moved, not followed
+    CHECK(count_in(outside / "entry") == 2);
+  }
+  SECTION("a cubin that is a link to /dev/zero is never read") {
+    fs::remove(w.entry / "kernel.cubin");
+    fs::create_symlink("/dev/zero", w.entry / "kernel.cubin");
+    CHECK_THAT(cache.verify(false).at(0).problem, Catch::Matchers::Contains("kernel.cubin is a symbolic link"));
+    recompiled_once_moved_aside();
+  }
+  SECTION("a FIFO in place of the manifest is never opened for reading") {
+    fs::remove(w.entry / "manifest.json");
+    REQUIRE(::mkfifo((w.entry / "manifest.json").c_str(), 0600) == 0);
+    CHECK(cache.list().at(0).manifest == std::nullopt);
+    CHECK_THAT(cache.verify(false).at(0).problem, Catch::Matchers::Contains("manifest.json is a FIFO"));
+    recompiled_once_moved_aside();
+  }
+  SECTION("a file more in the entry") {
+    overwrite(w.entry / "extra", "x");
+    CHECK_THAT(cache.verify(false).at(0).problem, Catch::Matchers::Contains("the entry holds extra, kernel.cubin, manifest.json"));
+    recompiled_once_moved_aside();
+  }
+}
 
 TEST_CASE("every byte of the manifest is checked: a changed kernel table, date or time is a bad entry", "[cache][hostile]") {
   Warmed w;
@@ -350,6 +446,66 @@ TEST_CASE("every byte of the manifest is checked: a changed kernel table, date o
       CHECK(cache.get(small_contract()).source == Source::compiled);
     }
   }
+}
+
+TEST_CASE("every directory of the tree is held to the root's rule: this user's, not group- or world-writable", "[cache][hostile]") {
+  Warmed w;
+  for (const auto& dir : {w.root / "quarantine", w.root / "tmp", w.root / "locks", w.shard}) {
+    SECTION("writable: " + dir.filename().string()) {
+      ::chmod(dir.c_str(), 0777);
+      CHECK_THAT(refusal(w.options, w.compiler), Catch::Matchers::Contains("group- or world-writable"));
+    }
+    SECTION("another owner: " + dir.filename().string()) {
+      if (::geteuid() != 0) {
+        WARN("not root: a directory cannot be given to another user here; skipped");
+        continue;
+      }
+      REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
+      CHECK_THAT(refusal(w.options, w.compiler), Catch::Matchers::Contains("owned by another user"));
+    }
+  }
+  SECTION("an entry's directory writable by others is moved aside") {
+    ::chmod(w.entry.c_str(), 0777);
+    Cache cache(w.options, w.compiler);
+    CHECK_THAT(cache.verify(false).at(0).problem, Catch::Matchers::Contains("writable by group or others"));
+    CHECK(cache.get(small_contract()).source == Source::compiled);
+  }
+  SECTION("a root reached through another user's link is refused, through one's own accepted") {
+    const auto link = w.tmp.path / "link";
+    fs::create_directory_symlink(w.options.cache_dir, link);
+    auto through_link = w.options;
+    through_link.cache_dir = link;
+    CHECK_NOTHROW(Cache(through_link, w.compiler));
+    if (::geteuid() != 0) {
+      WARN("not root: a link cannot be given to another user here; skipped");
+      return;
+    }
+    REQUIRE(::lchown(link.c_str(), 65534, 65534) == 0);
+    CHECK_THAT(refusal(through_link, w.compiler), Catch::Matchers::Contains("another user's symbolic link"));
+  }
+}
+
+TEST_CASE("the files a user names are read only when regular and within the limit", "[cache][hostile]") {
+  TempDir tmp;
+  REQUIRE(::mkfifo((tmp.path / "fifo").c_str(), 0600) == 0);
+  overwrite(tmp.path / "big", std::string(100, 'x'));
+  auto refused = [&](const fs::path& file, const std::string& what) {
+    INFO(file.string());
+    try {
+      (void)read_input_file({.path = file, .what = "cache bundle", .max_bytes = 64});
+      FAIL("read");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::input);
+      CHECK(e.fields().file == file.string());
+      CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains(what));
+    }
+  };
+  refused(tmp.path / "fifo", "found a FIFO");
+  refused("/dev/zero", "found a character device");
+  refused(tmp.path, "found a directory");
+  refused(tmp.path / "big", "cache bundle too large; found 100 bytes; expected at most 64 bytes");
+  refused(tmp.path / "missing", "cannot read cache bundle [stat: No such file or directory]");
+  CHECK(read_input_file({.path = tmp.path / "big", .what = "cache bundle", .max_bytes = 100}).size() == 100);
 }
 
 #ifdef MOEJIT_CLI
