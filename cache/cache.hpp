@@ -115,8 +115,9 @@ class Cache {
     std::size_t imported = 0;
     std::size_t present = 0;
   };
-  /// Reads a bundle (at most kMaxBundleBytes), verifies it and publishes its entries. Throws
-  /// (input) on a corrupt bundle.
+  /// Reads a bundle (at most kMaxBundleBytes), verifies every entry as verify() does, then
+  /// publishes them all; a bundle that fails any check publishes nothing (moejit::Error, input,
+  /// naming the bundle), and a failure while publishing removes what this import published.
   ImportResult import_bundle(const std::filesystem::path& file);
 
  private:

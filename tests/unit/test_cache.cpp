@@ -508,6 +508,59 @@ TEST_CASE("the files a user names are read only when regular and within the limi
   CHECK(read_input_file({.path = tmp.path / "big", .what = "cache bundle", .max_bytes = 100}).size() == 100);
 }
 
+namespace {
+
+// A bundle of (manifest, cubin) entries whose end line says `count` (default: how many there are).
+std::string bundle_of(const std::vector<std::pair<std::string, std::string>>& entries, std::optional<std::size_t> count = {}) {
+  std::string out = "MOEJIT-BUNDLE 1\n";
+  for (const auto& [manifest, cubin] : entries) out += fmt::format("entry {} {}\n{}{}", manifest.size(), cubin.size(), manifest, cubin);
+  return out + fmt::format("end {} {}\n", count.value_or(entries.size()), checksum(out));
+}
+
+}  // namespace
+
+TEST_CASE("import verifies every entry as verify does, then publishes all of them or none", "[cache][hostile]") {
+  Warmed w;
+  Cache src(w.options, w.compiler);
+  const auto second = entry_dir(src, src.get(small_contract(16)).entry->manifest.key);
+  const std::pair<std::string, std::string> a{read_file(w.entry / "manifest.json"), read_file(w.entry / "kernel.cubin")};
+  const std::pair<std::string, std::string> b{read_file(second / "manifest.json"), read_file(second / "kernel.cubin")};
+  auto changed = [&](auto edit) {  // `b` with its manifest edited, its own checksum made again
+    auto m = Manifest::from_json(b.first);
+    edit(m);
+    return std::pair<std::string, std::string>{m.to_json(), b.second};
+  };
+  TempDir other;
+  Cache dst(options_at(other.path), w.compiler);
+  const auto bundle = other.path / "bundle";
+  auto refused = [&](const std::string& data, const std::string& what) {
+    overwrite(bundle, data);
+    try {
+      dst.import_bundle(bundle);
+      FAIL("imported");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::input);
+      CHECK(e.fields().file == bundle.string());
+      CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains(what));
+    }
+    CHECK(dst.list().empty());  // `a`, before the bad one, was not published either
+  };
+  refused(bundle_of({a, changed([](Manifest& m) { m.kernels.clear(); })}), "no kernels in manifest");
+  refused(bundle_of({a, changed([](Manifest& m) { m.kernels[0].lowered_name.clear(); })}), "has no name");
+  refused(bundle_of({a, {b.first, ""}}), "truncated cubin: 0 bytes");
+  refused(bundle_of({a, changed([](Manifest& m) { m.cubin_bytes = 0; m.cubin_checksum = checksum(""); })}), "a cubin of 0 bytes");
+  refused(bundle_of({a, {"{not json", b.second}}), "malformed manifest");
+  refused(bundle_of({a, b}, 3), "2 entries, but its end line says 3");
+  refused(bundle_of({a, a}), "twice");
+  {
+    std::string huge = "MOEJIT-BUNDLE 1\nentry 18446744073709551615 5\n";
+    refused(huge + fmt::format("end 1 {}\n", checksum(huge)), "runs past the end");
+  }
+  overwrite(bundle, bundle_of({a, b}));
+  CHECK(dst.import_bundle(bundle).imported == 2);
+  CHECK(dst.verify(false).empty());
+}
+
 #ifdef MOEJIT_CLI
 TEST_CASE("cache ls shows what an entry holds with control characters escaped", "[cache][hostile]") {
   Warmed w;
