@@ -508,6 +508,35 @@ TEST_CASE("the files a user names are read only when regular and within the limi
   CHECK(read_input_file({.path = tmp.path / "big", .what = "cache bundle", .max_bytes = 100}).size() == 100);
 }
 
+TEST_CASE("a set of output files is published whole or not at all, never through a link", "[cache][hostile]") {
+  TempDir tmp;
+  const auto dir = tmp.path / "o";
+  fs::create_directories(dir / "taken");
+  overwrite(tmp.path / "victim", "keep");
+  fs::create_symlink(tmp.path / "victim", dir / "a.npy.tmp");  // a staged name planted in advance
+  SECTION("a bad target among them: nothing is written") {
+    {
+      OutputFiles files("--out-dir");
+      files.add(dir / "a.npy", "aaaa");
+      CHECK_THROWS_AS(files.add(dir / "taken", "bbbb"), Error);
+    }
+    CHECK_FALSE(fs::exists(dir / "a.npy"));
+    CHECK(count_in(dir) == 2);  // taken, a.npy.tmp: no staged file left
+  }
+  SECTION("all good: all published, the planted link left as it was") {
+    OutputFiles files("--out-dir");
+    files.add(dir / "a.npy", "aaaa");
+    files.add(dir / "b.npy", "bbbb");
+    CHECK_FALSE(fs::exists(dir / "b.npy"));  // nothing before publish()
+    files.publish();
+    CHECK(read_file(dir / "a.npy") == "aaaa");
+    CHECK(read_file(dir / "b.npy") == "bbbb");
+    CHECK(count_in(dir) == 4);
+  }
+  CHECK(read_file(tmp.path / "victim") == "keep");
+  CHECK(fs::is_symlink(dir / "a.npy.tmp"));
+}
+
 namespace {
 
 // A bundle of (manifest, cubin) entries whose end line says `count` (default: how many there are).
