@@ -276,6 +276,10 @@ std::shared_ptr<CacheEntry> read_entry(const Dir& shard, const std::string& name
 
 Cache::Cache(const Options& options, const Compiler& compiler) : compiler_(compiler) {
   if (!options.disk_cache) return;
+  if (options.cache_dir.empty()) {
+    throw Error({.kind = ErrorKind::usage, .message = "no cache directory: MOEJIT_CACHE_DIR, XDG_CACHE_HOME and HOME are unset",
+                 .expected = "MOEJIT_CACHE_DIR set to a directory of this user's"});
+  }
   const Dir top = open_root(options.cache_dir);
   root_ = options.cache_dir / fmt::format("v{}", kCacheSchemaVersion);
   dir_ = required_dir(top, root_.filename().string());
