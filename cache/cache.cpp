@@ -2,11 +2,11 @@
 
 #include <moejit/error.hpp>
 
-#include "fs.hpp"
-
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,14 +57,123 @@ StagingWriter staging_writer(std::string_view name) {
   return w;
 }
 
-std::uint64_t tree_bytes(const fs::path& dir) {
-  std::uint64_t total = 0;
-  std::error_code ec;
-  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
-    if (e.is_regular_file(ec)) total += e.file_size(ec);
-  }
-  return total;
+bool is_shard_name(std::string_view name) {
+  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  return name.size() == 2 && std::all_of(name.begin(), name.end(), hex);
 }
+
+std::int64_t mtime_ns(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+const std::string kNoLinks = "(inside the cache a link is never followed)";
+
+[[noreturn]] void refuse_tree(const fs::path& path, std::string message, std::string found, std::string expected) {
+  throw Error({.kind = ErrorKind::cache, .message = std::move(message), .file = path.string(), .found = std::move(found),
+               .expected = std::move(expected)});
+}
+
+// What keeps a directory of the tree from being this user's own; empty when nothing.
+std::string not_private(const struct stat& st) {
+  if (!S_ISDIR(st.st_mode)) return fmt::format("{}, not a directory", file_type_name(st.st_mode));
+  if (st.st_uid != ::geteuid()) return fmt::format("owned by uid {}, not this user (uid {})", st.st_uid, ::geteuid());
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return fmt::format("mode {:04o}, writable by group or others", st.st_mode & 07777);
+  }
+  return {};
+}
+
+// The cache's rule for every directory of its tree, the root's included.
+void check_private(const Dir& dir) {
+  struct stat st {};
+  if (::fstat(dir.fd(), &st) != 0) throw_io("cannot inspect cache directory", dir.path(), "fstat");
+  if (st.st_uid != ::geteuid()) {
+    refuse_tree(dir.path(), "refusing a cache directory owned by another user", fmt::format("owner uid {}", st.st_uid),
+                fmt::format("owner uid {} (this user); set MOEJIT_CACHE_DIR", ::geteuid()));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    refuse_tree(dir.path(), "refusing a group- or world-writable cache directory",
+                fmt::format("mode {:04o}", st.st_mode & 07777), "no group or world write permission (chmod go-w)");
+  }
+}
+
+// The directory `name` of the tree below `parent`, made (0700) when `create`; none when missing.
+// Anything but this user's private directory there is refused, never followed.
+std::optional<Dir> tree_dir(const Dir& parent, const std::string& name, bool create) {
+  if (create && ::mkdirat(parent.fd(), name.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw_io("cannot create cache directory", parent.path() / name, "mkdirat");
+  }
+  std::string what;
+  auto dir = parent.open_dir(name, &what);
+  if (!dir && !what.empty()) {
+    refuse_tree(parent.path() / name, "refusing what the cache holds in place of a directory", what, "a directory " + kNoLinks);
+  }
+  if (dir) check_private(*dir);
+  return dir;
+}
+
+Dir required_dir(const Dir& parent, const std::string& name) {
+  auto dir = tree_dir(parent, name, /*create=*/true);
+  if (!dir) throw_io("cache directory removed while opened", parent.path() / name, "openat", ENOENT);
+  return std::move(*dir);
+}
+
+// The root named by the user: made when missing; a link to it is followed only when it is this
+// user's or root's (another user's link could point the cache anywhere, at any time).
+Dir open_root(const fs::path& path) {
+  make_private_dirs(path);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) throw_io("cannot inspect the cache directory", path, "lstat");
+  if (S_ISLNK(st.st_mode) && st.st_uid != ::geteuid() && st.st_uid != 0) {
+    refuse_tree(path, "refusing a cache directory reached through another user's symbolic link",
+                fmt::format("a link owned by uid {}", st.st_uid),
+                fmt::format("a link of uid {} (this user) or root", ::geteuid()));
+  }
+  if (::stat(path.c_str(), &st) != 0) throw_io("cannot inspect the cache directory", path, "stat");
+  if (!S_ISDIR(st.st_mode)) {
+    refuse_tree(path, "the cache path is not a directory", std::string(file_type_name(st.st_mode)), "a directory");
+  }
+  Dir root = open_directory(path);
+  check_private(root);
+  return root;
+}
+
+// The name an entry gets when moved under tmp/ or quarantine/: its key, or a stand-in when its
+// directory's name is not one (it could be anything, and too long once a suffix is added).
+std::string moved_name(const std::string& name, std::string_view infix) {
+  const auto key = Key::from_hex(name);
+  return fmt::format("{}{}.{}", key ? key->hex() : "not-a-key", infix, unique_suffix());
+}
+
+// The directory of a stage, removed on destruction unless published.
+class Stage {
+ public:
+  Stage(const Dir& tmp, std::string name) : tmp_(tmp), name_(std::move(name)) {
+    if (::mkdirat(tmp_.fd(), name_.c_str(), 0700) != 0) {
+      throw_io("cannot create staging directory", tmp_.path() / name_, "mkdirat");
+    }
+    dir_ = required_dir(tmp_, name_);
+  }
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+  ~Stage() {
+    if (!published_) remove_tree(tmp_, name_);
+  }
+
+  const Dir& dir() const noexcept { return dir_; }
+  const std::string& name() const noexcept { return name_; }
+  void published() noexcept { published_ = true; }
+
+ private:
+  const Dir& tmp_;
+  std::string name_;
+  Dir dir_;
+  bool published_ = false;
+};
 
 }  // namespace
 
@@ -77,69 +187,120 @@ std::string_view to_string(Source source) noexcept {
   return "?";
 }
 
-void check_private_directory(const fs::path& dir) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw Error({.kind = ErrorKind::cache, .message = "the cache path is not a directory", .file = dir.string()});
-  }
-  if (st.st_uid != ::geteuid()) {
-    throw Error({.kind = ErrorKind::cache, .message = "refusing a cache directory owned by another user",
-                 .file = dir.string(), .found = fmt::format("owner uid {}", st.st_uid),
-                 .expected = fmt::format("owner uid {} (this user); set MOEJIT_CACHE_DIR", ::geteuid())});
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    throw Error({.kind = ErrorKind::cache, .message = "refusing a group- or world-writable cache directory",
-                 .file = dir.string(), .found = fmt::format("mode {:04o}", st.st_mode & 07777),
-                 .expected = "no group or world write permission (chmod go-w)"});
-  }
+namespace {
+
+std::string truncated(std::uint64_t bytes, std::uint64_t declared) {
+  return fmt::format("truncated cubin: {} bytes, manifest says {}", bytes, declared);
 }
 
-std::shared_ptr<CacheEntry> read_entry(const fs::path& dir, const Key& key, std::string& problem) {
-  auto entry = std::make_shared<CacheEntry>();
+// What is wrong with the manifest of an entry filed under `key`; empty when nothing. Its own
+// checksum was checked by Manifest::from_json.
+std::string manifest_problem(const Manifest& m, const Key& key) {
+  if (m.inputs.schema_version != kCacheSchemaVersion) {
+    return fmt::format("schema {} (expected {})", m.inputs.schema_version, kCacheSchemaVersion);
+  }
+  if (!(m.key == key)) return fmt::format("manifest key {} does not match its directory", m.key.hex());
+  if (!(make_key(m.inputs) == key)) return "the key recomputed from the manifest does not match";
+  if (m.cubin_bytes == 0 || m.cubin_bytes > kMaxCubinBytes) {
+    return fmt::format("the manifest declares a cubin of {} bytes (expected 1 to {})", m.cubin_bytes, kMaxCubinBytes);
+  }
+  if (m.kernels.empty()) return "no kernels in manifest";
+  for (const auto& k : m.kernels) {
+    if (k.name_expression.empty() || k.lowered_name.empty()) return "a kernel of the manifest has no name";
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string entry_problem(const CacheEntry& entry, const Key& key) {
+  const auto& m = entry.manifest;
+  if (auto problem = manifest_problem(m, key); !problem.empty()) return problem;
+  if (entry.cubin.size() != m.cubin_bytes) return truncated(entry.cubin.size(), m.cubin_bytes);
+  if (checksum(entry.cubin) != m.cubin_checksum) return "cubin checksum mismatch";
+  return {};
+}
+
+namespace {
+
+// What is wrong with the files of an entry directory: exactly a regular kernel.cubin and
+// manifest.json, in a directory of this user's; empty when nothing.
+std::string layout_problem(const Dir& dir) {
+  struct stat st {};
+  if (::fstat(dir.fd(), &st) != 0) return fmt::format("cannot inspect ({})", std::strerror(errno));
+  if (auto why = not_private(st); !why.empty()) return fmt::format("the entry's directory is {}", why);
+  const auto names = dir.names();
+  if (names != std::vector<std::string>{kCubinFile, kManifestFile}) {
+    const auto held = names.empty() ? "nothing" : fmt::format("{}", fmt::join(names, ", "));
+    return fmt::format("the entry holds {} (expected {} and {})", held, kCubinFile, kManifestFile);
+  }
+  for (const auto& name : names) {
+    const auto file = dir.stat(name);
+    if (file && !S_ISREG(file->st_mode)) {
+      return fmt::format("{} is {}, not a regular file", name, file_type_name(file->st_mode));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::shared_ptr<CacheEntry> read_entry(const Dir& shard, const std::string& name, const Key& key, std::string& problem) {
   try {
-    entry->manifest = Manifest::from_json(read_file(dir / kManifestFile));
-    entry->cubin = read_file(dir / kCubinFile);
+    std::string what;
+    const auto dir = shard.open_dir(name, &what);
+    if (!dir) {
+      problem = what.empty() ? "the entry is gone" : fmt::format("the entry is {}, not a directory", what);
+      return nullptr;
+    }
+    problem = layout_problem(*dir);
+    if (!problem.empty()) return nullptr;
+    auto entry = std::make_shared<CacheEntry>();
+    entry->manifest = Manifest::from_json(read_file_at(*dir, kManifestFile, kMaxManifestBytes));
+    // NOTE: the manifest is checked before the cubin is read: its size bounds the read.
+    if (problem = manifest_problem(entry->manifest, key); !problem.empty()) return nullptr;
+    const auto cubin = dir->stat(kCubinFile);
+    const auto bytes = cubin ? static_cast<std::uint64_t>(cubin->st_size) : 0;
+    if (bytes != entry->manifest.cubin_bytes) {
+      problem = truncated(bytes, entry->manifest.cubin_bytes);
+      return nullptr;
+    }
+    entry->cubin = read_file_at(*dir, kCubinFile, entry->manifest.cubin_bytes, /*exact=*/true);
+    problem = entry_problem(*entry, key);
+    return problem.empty() ? entry : nullptr;
   } catch (const Error& e) {
     problem = e.what();
     return nullptr;
   }
-  const auto& m = entry->manifest;
-  if (m.inputs.schema_version != kCacheSchemaVersion) {
-    problem = fmt::format("schema {} (expected {})", m.inputs.schema_version, kCacheSchemaVersion);
-  } else if (!(m.key == key)) {
-    problem = fmt::format("manifest key {} does not match its directory", m.key.hex());
-  } else if (!(make_key(m.inputs) == key)) {
-    problem = "the key recomputed from the manifest does not match";
-  } else if (entry->cubin.empty() || entry->cubin.size() != m.cubin_bytes) {
-    problem = fmt::format("truncated cubin: {} bytes, manifest says {}", entry->cubin.size(), m.cubin_bytes);
-  } else if (checksum(entry->cubin) != m.cubin_checksum) {
-    problem = "cubin checksum mismatch";
-  } else if (m.kernels.empty()) {
-    problem = "no kernels in manifest";
-  }
-  return problem.empty() ? entry : nullptr;
 }
 
 Cache::Cache(const Options& options, const Compiler& compiler) : compiler_(compiler) {
   if (!options.disk_cache) return;
-  make_private_dirs(options.cache_dir);
-  check_private_directory(options.cache_dir);
+  if (options.cache_dir.empty()) {
+    throw Error({.kind = ErrorKind::usage, .message = "no cache directory: MOEJIT_CACHE_DIR, XDG_CACHE_HOME and HOME are unset",
+                 .expected = "MOEJIT_CACHE_DIR set to a directory of this user's"});
+  }
+  const Dir top = open_root(options.cache_dir);
   root_ = options.cache_dir / fmt::format("v{}", kCacheSchemaVersion);
-  make_private_dirs(root_);
-  check_private_directory(root_);
-  for (const char* sub : {"tmp", "quarantine", "locks"}) make_private_dirs(root_ / sub);
+  dir_ = required_dir(top, root_.filename().string());
+  tmp_ = required_dir(dir_, "tmp");
+  quarantine_ = required_dir(dir_, "quarantine");
+  locks_ = required_dir(dir_, "locks");
+  // The shards too, now: a bad one refuses the whole cache once, not each key filed under it.
+  for (const auto& name : dir_.names()) {
+    if (is_shard_name(name)) tree_dir(dir_, name, /*create=*/false);
+  }
 }
 
 KeyInputs Cache::inputs_of(const Contract& contract) const { return key_inputs(contract, compiler_.toolchain()); }
 
 Key Cache::key_of(const Contract& contract) const { return make_key(inputs_of(contract)); }
 
-fs::path Cache::entry_dir(const Key& key) const {
-  const auto hex = key.hex();
-  return root_ / hex.substr(0, 2) / hex;
-}
+std::string Cache::lock_name(const Key& key) { return key.hex() + ".lock"; }
 
-fs::path Cache::lock_path(const Key& key) const { return root_ / "locks" / (key.hex() + ".lock"); }
+std::optional<Dir> Cache::shard(std::string_view name, bool create) const {
+  return tree_dir(dir_, std::string(name), create);
+}
 
 const CacheEntry* Cache::find(const Key& key) const noexcept {
   std::shared_lock lock(mutex_);
@@ -153,59 +314,56 @@ std::shared_ptr<const CacheEntry> Cache::remember(std::shared_ptr<CacheEntry> en
   return it->second;
 }
 
-void Cache::quarantine(const fs::path& dir) const {
-  const auto target = root_ / "quarantine" / fmt::format("{}.{}", dir.filename().string(), unique_suffix());
-  std::error_code ec;
-  fs::rename(dir, target, ec);  // NOTE: if another process moved it first, it is gone already
+int Cache::quarantine(const Dir& from, const std::string& name) const {
+  const auto target = moved_name(name, "");
+  if (::renameat(from.fd(), name.c_str(), quarantine_.fd(), target.c_str()) == 0) return 0;
+  return errno == ENOENT ? 0 : errno;  // NOTE: ENOENT: another process moved it first
+}
+
+int Cache::remove_entry(const Dir& from, const std::string& name) const {
+  // NOTE: rename first, so a concurrent reader never sees a half-removed entry.
+  const auto doomed = moved_name(name, ".prune");
+  if (::renameat(from.fd(), name.c_str(), tmp_.fd(), doomed.c_str()) != 0) return errno == ENOENT ? 0 : errno;
+  return remove_tree(tmp_, doomed);
 }
 
 std::shared_ptr<CacheEntry> Cache::load(const Key& key) const {
-  const auto dir = entry_dir(key);
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return nullptr;
+  const auto hex = key.hex();
+  const auto dir = shard(hex.substr(0, 2), /*create=*/false);
+  if (!dir || !dir->stat(hex)) return nullptr;
   std::string problem;
-  auto entry = read_entry(dir, key, problem);
+  auto entry = read_entry(*dir, hex, key, problem);
   if (!entry) {
-    quarantine(dir);
+    quarantine(*dir, hex);  // NOTE: where it cannot be moved (a read-only cache), publishing fails next
     return nullptr;
   }
-  // Last use, for `cache prune`: the manifest's mtime.
-  fs::last_write_time(dir / kManifestFile, fs::file_time_type::clock::now(), ec);
+  // Last use, for `cache prune`: the manifest's mtime (best effort: a read-only cache serves too).
+  if (const auto entry_dir = dir->open_dir(hex)) ::utimensat(entry_dir->fd(), kManifestFile, nullptr, AT_SYMLINK_NOFOLLOW);
   return entry;
 }
 
 std::shared_ptr<CacheEntry> Cache::publish(std::shared_ptr<CacheEntry> entry) const {
-  const auto& key = entry->manifest.key;
-  const auto stage = root_ / "tmp" / fmt::format("{}.{}", key.hex(), unique_suffix());
-  make_private_dirs(stage);
-  try {
-    write_file_durable(stage / kCubinFile, entry->cubin);
-    write_file_durable(stage / kManifestFile, entry->manifest.to_json());
-    fsync_directory(stage);
-    const auto final_dir = entry_dir(key);
-    make_private_dirs(final_dir.parent_path());
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      if (::rename(stage.c_str(), final_dir.c_str()) == 0) {
-        fsync_directory(final_dir.parent_path());
-        return entry;
-      }
-      if (errno != EEXIST && errno != ENOTEMPTY) {
-        throw Error({.kind = ErrorKind::io, .message = "cannot publish cache entry", .file = final_dir.string(),
-                     .call = "rename", .code = std::strerror(errno)});
-      }
-      // Another process published this key first: use theirs (load() moves it aside if corrupt,
-      // and then the second attempt publishes ours).
-      if (auto theirs = load(key)) {
-        remove_quietly(stage);
-        return theirs;
-      }
+  const auto hex = entry->manifest.key.hex();
+  Stage stage(tmp_, fmt::format("{}.{}", hex, unique_suffix()));
+  write_new_file(stage.dir(), kCubinFile, entry->cubin);
+  write_new_file(stage.dir(), kManifestFile, entry->manifest.to_json());
+  fsync_directory(stage.dir());
+  const auto target = shard(hex.substr(0, 2), /*create=*/true);
+  if (!target) throw_io("cache directory removed while opened", dir_.path() / hex.substr(0, 2), "openat", ENOENT);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (::renameat(tmp_.fd(), stage.name().c_str(), target->fd(), hex.c_str()) == 0) {
+      stage.published();
+      fsync_directory(*target);
+      return entry;
     }
-  } catch (...) {
-    remove_quietly(stage);
-    throw;
+    if (errno != EEXIST && errno != ENOTEMPTY && errno != ENOTDIR) {
+      throw_io("cannot publish cache entry", target->path() / hex, "renameat");
+    }
+    // Something is there: another process's entry (use it), or something bad (a file, a link:
+    // load() moves it aside, and the second attempt publishes ours).
+    if (auto theirs = load(entry->manifest.key)) return theirs;
   }
-  remove_quietly(stage);
-  throw Error({.kind = ErrorKind::cache, .message = "could not publish cache entry", .found = key.hex()});
+  throw Error({.kind = ErrorKind::io, .message = "could not publish cache entry", .file = (target->path() / hex).string()});
 }
 
 Cache::Result Cache::get(const Contract& contract) {
@@ -218,7 +376,7 @@ Cache::Result Cache::get(const Contract& contract) {
   std::optional<FileLock> key_lock;
   if (!root_.empty()) {
     if (auto e = load(key)) return {remember(std::move(e)), Source::disk};
-    key_lock.emplace(lock_path(key));
+    key_lock.emplace(locks_, lock_name(key));
     if (auto e = load(key)) return {remember(std::move(e)), Source::waited};
   }
 
@@ -235,26 +393,38 @@ Cache::Result Cache::get(const Contract& contract) {
   return {remember(std::move(entry)), Source::compiled};
 }
 
+namespace {
+
+// One entry as `cache ls` shows it: never through a link, the manifest only when it checks.
+EntryInfo entry_info(const Dir& shard, const std::string& shard_name, const std::string& name) {
+  EntryInfo info{.dir = shard.path() / name, .shard = shard_name, .key_hex = name};
+  const auto st = shard.stat(name);
+  if (st) info.last_used_ns = mtime_ns(*st);
+  const auto dir = st && S_ISDIR(st->st_mode) ? shard.open_dir(name) : std::nullopt;
+  if (!dir) return info;
+  for (const auto& file : dir->names()) {
+    const auto f = dir->stat(file);
+    if (!f || !S_ISREG(f->st_mode)) continue;
+    info.bytes += static_cast<std::uint64_t>(f->st_size);
+    if (file == kManifestFile) info.last_used_ns = mtime_ns(*f);
+  }
+  try {
+    info.manifest = Manifest::from_json(read_file_at(*dir, kManifestFile, kMaxManifestBytes));
+  } catch (const Error&) {
+  }
+  return info;
+}
+
+}  // namespace
+
 std::vector<EntryInfo> Cache::list() const {
   std::vector<EntryInfo> out;
   if (root_.empty()) return out;
-  std::error_code ec;
-  for (const auto& shard : fs::directory_iterator(root_, ec)) {
-    const auto name = shard.path().filename().string();
-    if (name.size() != 2 || !shard.is_directory()) continue;
-    for (const auto& dir : fs::directory_iterator(shard.path(), ec)) {
-      EntryInfo info;
-      info.dir = dir.path();
-      info.key_hex = dir.path().filename().string();
-      info.bytes = tree_bytes(dir.path());
-      info.last_used = fs::last_write_time(dir.path() / kManifestFile, ec);
-      if (ec) info.last_used = fs::last_write_time(dir.path(), ec);
-      try {
-        info.manifest = Manifest::from_json(read_file(dir.path() / kManifestFile));
-      } catch (const Error&) {
-      }
-      out.push_back(std::move(info));
-    }
+  for (const auto& shard_name : dir_.names()) {
+    if (!is_shard_name(shard_name)) continue;
+    const auto dir = shard(shard_name, /*create=*/false);
+    if (!dir) continue;
+    for (const auto& name : dir->names()) out.push_back(entry_info(*dir, shard_name, name));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key_hex < b.key_hex; });
   return out;
@@ -264,14 +434,20 @@ std::vector<EntryInfo> Cache::verify(bool repair) const {
   reclaim_staging();
   std::vector<EntryInfo> bad;
   for (auto& info : list()) {
-    auto key = Key::from_hex(info.key_hex);
-    if (!key) {
+    const auto dir = shard(info.shard, /*create=*/false);
+    if (!dir) continue;  // removed since listed
+    const auto key = Key::from_hex(info.key_hex);
+    if (!key || key->hex() != info.key_hex) {
       info.problem = "directory name is not a key";
+    } else if (info.key_hex.substr(0, 2) != info.shard) {
+      info.problem = fmt::format("filed under {}, not under its key's first two digits", info.shard);
     } else {
-      read_entry(info.dir, *key, info.problem);
+      read_entry(*dir, info.key_hex, *key, info.problem);
     }
     if (info.problem.empty()) continue;
-    if (repair) quarantine(info.dir);
+    if (repair) {
+      if (const int err = quarantine(*dir, info.key_hex)) info.not_moved = std::strerror(err);
+    }
     bad.push_back(std::move(info));
   }
   return bad;
@@ -280,49 +456,64 @@ std::vector<EntryInfo> Cache::verify(bool repair) const {
 Cache::PruneResult Cache::prune(std::uint64_t max_bytes) const {
   PruneResult r;
   auto entries = list();
-  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.last_used < b.last_used; });
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.last_used_ns < b.last_used_ns; });
   std::uint64_t total = 0;
   for (const auto& e : entries) total += e.bytes;
+  std::size_t failed = 0;
+  int first_error = 0;
+  auto failure = [&](int err) {
+    ++failed;
+    if (first_error == 0) first_error = err;
+  };
   for (const auto& e : entries) {
     if (total <= max_bytes) break;
-    // NOTE: rename first, so a concurrent reader never sees a half-removed entry.
-    const auto doomed = root_ / "tmp" / fmt::format("{}.prune.{}", e.key_hex, unique_suffix());
-    std::error_code ec;
-    fs::rename(e.dir, doomed, ec);
-    if (ec) continue;
-    remove_quietly(doomed);
+    const auto dir = shard(e.shard, /*create=*/false);
+    if (const int err = dir ? remove_entry(*dir, e.key_hex) : 0) {
+      failure(err);
+      continue;
+    }
     total -= e.bytes;
     r.freed_bytes += e.bytes;
     ++r.removed;
   }
   r.kept_bytes = total;
-  std::error_code ec;
-  for (const auto& q : fs::directory_iterator(root_ / "quarantine", ec)) remove_quietly(q.path());
+  for (const auto& q : quarantine_.names()) {
+    if (const int err = remove_tree(quarantine_, q)) failure(err);
+  }
   reclaim_staging();
+  if (failed > 0) {
+    throw Error({.kind = ErrorKind::io,
+                 .message = fmt::format("prune could not remove {} of what it had to ({} entries removed)", failed, r.removed),
+                 .file = root_.string(), .code = std::strerror(first_error)});
+  }
   return r;
 }
 
 std::size_t Cache::reclaim_staging() const {
   if (root_.empty()) return 0;
   std::size_t reclaimed = 0;
-  const auto now = fs::file_time_type::clock::now();
+  const auto now = now_ns();
+  const auto stale = std::chrono::duration_cast<std::chrono::nanoseconds>(kStaleStaging).count();
   const auto here = host_tag();
-  std::error_code ec;
-  for (const auto& t : fs::directory_iterator(root_ / "tmp", ec)) {
-    const auto writer = staging_writer(t.path().filename().string());
+  for (const auto& name : tmp_.names()) {
+    const auto writer = staging_writer(name);
     // NOTE: a stage is written only under its key's lock (get(), import_bundle()); holding it
     // here also keeps a new stage of that key from starting while this one goes.
     std::optional<FileLock> lock;
     if (writer.key && !writer.pruning) {
-      lock = FileLock::try_lock(lock_path(*writer.key));
+      try {
+        lock = FileLock::try_lock(locks_, lock_name(*writer.key));
+      } catch (const Error&) {
+        continue;  // a lock it cannot take (a read-only cache, a bad lock file): leave the stage
+      }
       if (!lock) continue;  // its writer is publishing it right now
     }
-    std::error_code age_ec;
+    const auto st = tmp_.stat(name);
+    if (!st) continue;
     const bool dead_here = writer.host == here && !process_alive(writer.pid);
-    const bool old = now - fs::last_write_time(t.path(), age_ec) > kStaleStaging && !age_ec;
+    const bool old = now - mtime_ns(*st) > stale;
     if (!dead_here && !old) continue;
-    remove_quietly(t.path());
-    ++reclaimed;
+    if (remove_tree(tmp_, name) == 0) ++reclaimed;
   }
   return reclaimed;
 }

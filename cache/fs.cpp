@@ -1,7 +1,5 @@
 #include "fs.hpp"
 
-#include <moejit/error.hpp>
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,23 +8,79 @@
 #include <csignal>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
+#include <set>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace moejit::detail {
 
+namespace fs = std::filesystem;
+
+void throw_io(std::string message, const fs::path& path, const char* call, int err) {
+  throw Error({.kind = ErrorKind::io, .message = std::move(message), .file = path.string(), .call = call,
+               .code = std::strerror(err)});
+}
+
 namespace {
 
-[[noreturn]] void throw_errno(std::string message, const std::filesystem::path& path, const char* call) {
-  throw Error({.kind = ErrorKind::io, .message = std::move(message), .file = path.string(), .call = call,
-               .code = std::strerror(errno)});
+// NOTE: only regular files and directories belong in the cache; anything else there was planted
+// or left by mistake, and following it could read, write or delete outside the cache.
+[[noreturn]] void refuse_in_cache(const fs::path& path, std::string_view found, std::string expected) {
+  throw Error({.kind = ErrorKind::cache, .message = "refusing what the cache holds here", .file = path.string(),
+               .found = std::string(found), .expected = std::move(expected)});
+}
+
+// What a name that open() refused is, for a message: "a symbolic link", "a directory", ...
+std::string what_is(const Dir& dir, const std::string& name) {
+  const auto st = dir.stat(name);
+  return st ? std::string(file_type_name(st->st_mode)) : "nothing";
+}
+
+void write_all(int fd, std::string_view data, const fs::path& path) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const auto n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw_io("cannot write file", path, "write", n == 0 ? EIO : errno);
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) throw_io("cannot sync file", path, "fsync");
+}
+
+// Reads what an open regular file holds, at most `max_bytes` + 1 bytes (so that a larger one,
+// or one that grew since fstat, shows as larger). `reserve` is the size fstat gave.
+std::string read_bounded(int fd, std::uint64_t reserve, std::uint64_t max_bytes, const fs::path& path) {
+  std::string data;
+  data.reserve(static_cast<std::size_t>(std::min(reserve, max_bytes)));
+  char buf[1 << 16];
+  while (data.size() <= max_bytes) {
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof buf, max_bytes + 1 - data.size()));
+    const auto n = ::read(fd, buf, want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_io("cannot read file", path, "read");
+    if (n == 0) break;
+    data.append(buf, static_cast<std::size_t>(n));
+  }
+  return data;
 }
 
 }  // namespace
+
+std::string_view file_type_name(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
 
 FileDescriptor& FileDescriptor::operator=(FileDescriptor&& o) noexcept {
   if (this != &o) {
@@ -40,117 +94,230 @@ FileDescriptor::~FileDescriptor() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-FileLock::FileLock(const std::filesystem::path& path)
-    : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
-  if (fd_.get() < 0) throw_errno("cannot open lock file", path, "open");
+std::optional<struct stat> Dir::stat(std::string_view name) const {
+  const std::string n(name);
+  struct stat st {};
+  if (::fstatat(fd(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return st;
+  if (errno == ENOENT) return std::nullopt;
+  throw_io("cannot inspect", path_ / n, "fstatat");
+}
+
+std::vector<std::string> Dir::names() const {
+  // NOTE: a descriptor of its own ("." reopened), so that listing never moves the offset of ours.
+  FileDescriptor own(::openat(fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (own.get() < 0) throw_io("cannot list directory", path_, "openat");
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(own.get()), ::closedir);
+  if (!dir) throw_io("cannot list directory", path_, "fdopendir");
+  own.release();
+  std::vector<std::string> out;
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(dir.get());
+    if (!e) break;
+    const std::string_view name = e->d_name;
+    if (name != "." && name != "..") out.emplace_back(name);
+  }
+  if (errno != 0) throw_io("cannot list directory", path_, "readdir");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::optional<Dir> Dir::open_dir(std::string_view name, std::string* what) const {
+  const std::string n(name);
+  FileDescriptor child(::openat(fd(), n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (child.get() >= 0) return Dir(std::move(child), path_ / n);
+  if (errno == ENOENT) return std::nullopt;
+  if (errno == ELOOP || errno == ENOTDIR) {
+    if (what) *what = what_is(*this, n);
+    return std::nullopt;
+  }
+  throw_io("cannot open directory", path_ / n, "openat");
+}
+
+Dir open_directory(const fs::path& dir) {
+  FileDescriptor fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) throw_io("cannot open directory", dir, "open");
+  return Dir(std::move(fd), dir);
+}
+
+namespace {
+
+FileDescriptor open_lock_file(const Dir& dir, const std::string& name) {
+  const auto path = dir.path() / name;
+  const std::string expected = "a regular lock file (a link is never followed inside the cache)";
+  FileDescriptor fd(::openat(dir.fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+  if (fd.get() < 0 && (errno == ELOOP || errno == EISDIR || errno == ENXIO)) {
+    refuse_in_cache(path, what_is(dir, name), expected);
+  }
+  if (fd.get() < 0) throw_io("cannot open lock file", path, "openat");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw_io("cannot inspect lock file", path, "fstat");
+  if (!S_ISREG(st.st_mode)) refuse_in_cache(path, file_type_name(st.st_mode), expected);
+  return fd;
+}
+
+Dir parent_of(const fs::path& file) {
+  return open_directory(file.parent_path().empty() ? fs::path(".") : file.parent_path());
+}
+
+}  // namespace
+
+FileLock::FileLock(const Dir& dir, const std::string& name) : fd_(open_lock_file(dir, name)) {
   while (::flock(fd_.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) throw_errno("cannot lock", path, "flock");
+    if (errno != EINTR) throw_io("cannot lock", dir.path() / name, "flock");
   }
 }
+
+FileLock::FileLock(const fs::path& path) : FileLock(parent_of(path), path.filename().string()) {}
 
 FileLock::~FileLock() {
   if (fd_.get() >= 0) ::flock(fd_.get(), LOCK_UN);
 }
 
-std::optional<FileLock> FileLock::try_lock(const std::filesystem::path& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (fd.get() < 0) throw_errno("cannot open lock file", path, "open");
+std::optional<FileLock> FileLock::try_lock(const Dir& dir, const std::string& name) {
+  FileDescriptor fd = open_lock_file(dir, name);
   while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) return std::nullopt;
-    if (errno != EINTR) throw_errno("cannot lock", path, "flock");
+    if (errno != EINTR) throw_io("cannot lock", dir.path() / name, "flock");
   }
   return FileLock(std::move(fd));
 }
 
-void write_file_durable(const std::filesystem::path& path, std::string_view data, unsigned mode) {
-  FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(mode)));
-  if (fd.get() < 0) throw_errno("cannot create file", path, "open");
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const auto n = ::write(fd.get(), data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw_errno("cannot write file", path, "write");
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd.get()) != 0) throw_errno("cannot sync file", path, "fsync");
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) throw_errno("cannot open file", path, "open");
-  std::string data;
-  char buf[1 << 16];
-  for (;;) {
-    const auto n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_errno("cannot read file", path, "read");
-    if (n == 0) break;
-    data.append(buf, static_cast<std::size_t>(n));
-  }
-  return data;
-}
-
-void fsync_directory(const std::filesystem::path& dir) {
-  FileDescriptor fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) throw_errno("cannot open directory", dir, "open");
-  if (::fsync(fd.get()) != 0) throw_errno("cannot sync directory", dir, "fsync");
-}
-
-void make_private_dirs(const std::filesystem::path& dir) {
-  if (dir.empty() || std::filesystem::is_directory(dir)) return;
-  make_private_dirs(dir.parent_path());
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("cannot create directory", dir, "mkdir");
-}
-
-void remove_quietly(const std::filesystem::path& path) noexcept {
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
+void write_new_file(const Dir& dir, const std::string& name, std::string_view data, unsigned mode) {
+  FileDescriptor fd(::openat(dir.fd(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                             static_cast<mode_t>(mode)));
+  if (fd.get() < 0) throw_io("cannot create file", dir.path() / name, "openat");
+  write_all(fd.get(), data, dir.path() / name);
 }
 
 namespace {
 
-[[noreturn]] void refuse_output(const std::filesystem::path& file, std::string_view option, std::string message,
-                                std::string found, std::string expected) {
+[[noreturn]] void refuse_cache_file(const fs::path& path, std::string message, std::string found, std::uint64_t bytes,
+                                    bool exact) {
+  throw Error({.kind = ErrorKind::io, .message = std::move(message), .file = path.string(), .found = std::move(found),
+               .expected = fmt::format("a regular file of {}{} bytes", exact ? "" : "at most ", bytes)});
+}
+
+// An error about a file the user named: input, naming the file (and the tensor, if any).
+[[noreturn]] void input_failure(const InputFile& file, ErrorFields f) {
+  f.kind = ErrorKind::input;
+  f.file = file.path.string();
+  f.pointer = file.pointer;
+  throw Error(std::move(f));
+}
+
+}  // namespace
+
+std::string read_file_at(const Dir& dir, const std::string& name, std::uint64_t max_bytes, bool exact) {
+  const auto path = dir.path() / name;
+  // NOTE: fstatat first, so that a device is never opened; fstat after, for what was opened.
+  const auto before = dir.stat(name);
+  if (!before) throw_io("cannot open file", path, "openat", ENOENT);
+  const auto not_regular = [&](mode_t mode) {
+    refuse_cache_file(path, "not a regular file", std::string(file_type_name(mode)), max_bytes, exact);
+  };
+  if (!S_ISREG(before->st_mode)) not_regular(before->st_mode);
+  FileDescriptor fd(::openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) throw_io("cannot open file", path, "openat");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw_io("cannot inspect file", path, "fstat");
+  if (!S_ISREG(st.st_mode)) not_regular(st.st_mode);
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > max_bytes || (exact && size != max_bytes)) {
+    refuse_cache_file(path, "unexpected file size", fmt::format("{} bytes", size), max_bytes, exact);
+  }
+  auto data = read_bounded(fd.get(), size, max_bytes, path);
+  if (data.size() > max_bytes || (exact && data.size() != max_bytes)) {
+    refuse_cache_file(path, "the file changed size while read", fmt::format("{} bytes", data.size()), max_bytes, exact);
+  }
+  return data;
+}
+
+std::string read_input_file(const InputFile& file) {
+  const auto cannot = fmt::format("cannot read {}", file.what);
+  const auto refuse_type = [&](mode_t mode) {
+    input_failure(file, {.message = fmt::format("refusing to read a {} that is not a regular file", file.what),
+                         .found = std::string(file_type_name(mode)), .expected = "a regular file"});
+  };
+  const auto refuse_size = [&](std::string found) {
+    input_failure(file, {.message = fmt::format("{} too large", file.what), .found = std::move(found),
+                         .expected = fmt::format("at most {} bytes (moejit's limit for a {})", file.max_bytes, file.what)});
+  };
+  // NOTE: stat before open, so that a device is never opened and a FIFO never waited on; the
+  // open is O_NONBLOCK and checked again with fstat, for what was there by then.
+  struct stat st {};
+  if (::stat(file.path.c_str(), &st) != 0) {
+    input_failure(file, {.message = cannot, .call = "stat", .code = std::strerror(errno)});
+  }
+  if (!S_ISREG(st.st_mode)) refuse_type(st.st_mode);
+  if (static_cast<std::uint64_t>(st.st_size) > file.max_bytes) refuse_size(fmt::format("{} bytes", st.st_size));
+  FileDescriptor fd(::open(file.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) input_failure(file, {.message = cannot, .call = "open", .code = std::strerror(errno)});
+  if (::fstat(fd.get(), &st) != 0) input_failure(file, {.message = cannot, .call = "fstat", .code = std::strerror(errno)});
+  if (!S_ISREG(st.st_mode)) refuse_type(st.st_mode);
+  std::string data;
+  try {
+    data = read_bounded(fd.get(), static_cast<std::uint64_t>(st.st_size), file.max_bytes, file.path);
+  } catch (const Error& e) {
+    auto f = e.fields();
+    f.message = cannot;
+    input_failure(file, std::move(f));
+  }
+  if (data.size() > file.max_bytes) refuse_size(fmt::format("more than {} bytes", file.max_bytes));
+  return data;
+}
+
+void fsync_directory(const fs::path& dir) { fsync_directory(open_directory(dir)); }
+
+void fsync_directory(const Dir& dir) {
+  if (::fsync(dir.fd()) != 0) throw_io("cannot sync directory", dir.path(), "fsync");
+}
+
+void make_private_dirs(const fs::path& dir) {
+  struct stat st {};
+  if (dir.empty() || ::stat(dir.c_str(), &st) == 0) return;  // what it is, the caller checks
+  if (errno != ENOENT) throw_io("cannot inspect directory", dir, "stat");
+  make_private_dirs(dir.parent_path());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) throw_io("cannot create directory", dir, "mkdir");
+}
+
+int remove_tree(const Dir& dir, const std::string& name) noexcept {
+  if (::unlinkat(dir.fd(), name.c_str(), 0) == 0 || errno == ENOENT) return 0;
+  if (errno != EISDIR) return errno;
+  try {
+    std::string what;
+    const auto sub = dir.open_dir(name, &what);
+    if (!sub) return what.empty() ? 0 : ENOTDIR;  // gone, or swapped for a file since: leave it
+    int first = 0;
+    for (const auto& child : sub->names()) {
+      const int err = remove_tree(*sub, child);
+      if (first == 0) first = err;
+    }
+    if (::unlinkat(dir.fd(), name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT && first == 0) first = errno;
+    return first;
+  } catch (...) {
+    return EIO;
+  }
+}
+
+void remove_quietly(const fs::path& path) noexcept {
+  try {
+    remove_tree(parent_of(path), path.filename().string());
+  } catch (...) {
+  }
+}
+
+namespace {
+
+[[noreturn]] void refuse_output(const fs::path& file, std::string_view option, std::string message, std::string found,
+                                std::string expected) {
   throw Error({.kind = ErrorKind::usage, .message = std::move(message), .file = file.string(),
                .pointer = std::string(option), .found = std::move(found), .expected = std::move(expected)});
 }
 
-std::string_view file_type_name(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
-// The staged copy of an output file: removed on destruction unless renamed into place.
-class StagedFile {
- public:
-  explicit StagedFile(const std::filesystem::path& target)
-      : target_(target), path_(target.string() + ".tmp." + unique_suffix()) {}
-  StagedFile(const StagedFile&) = delete;
-  StagedFile& operator=(const StagedFile&) = delete;
-  ~StagedFile() {
-    if (!published_) remove_quietly(path_);
-  }
-
-  const std::filesystem::path& path() const noexcept { return path_; }
-  void publish() {
-    if (::rename(path_.c_str(), target_.c_str()) != 0) throw_errno("cannot write output file", target_, "rename");
-    published_ = true;
-  }
-
- private:
-  std::filesystem::path target_, path_;
-  bool published_ = false;
-};
-
 }  // namespace
 
-void check_output_file(const std::filesystem::path& file, std::string_view option) {
+void check_output_file(const fs::path& file, std::string_view option) {
   const std::string regular = "a regular file or a new name in an existing directory";
   if (file.empty()) refuse_output(file, option, "no output file named", "an empty path", regular);
   struct stat st {};
@@ -159,45 +326,75 @@ void check_output_file(const std::filesystem::path& file, std::string_view optio
     refuse_output(file, option, "refusing to write over what is not a regular file", std::string(file_type_name(st.st_mode)),
                   S_ISLNK(st.st_mode) ? regular + " (a symbolic link is not followed: name its target)" : regular);
   }
-  if (errno != ENOENT && errno != ENOTDIR) throw_errno("cannot inspect output file", file, "lstat");
-  const auto parent = file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path();
+  if (errno != ENOENT && errno != ENOTDIR) throw_io("cannot inspect output file", file, "lstat");
+  const auto parent = file.parent_path().empty() ? fs::path(".") : file.parent_path();
   std::error_code ec;
-  if (!std::filesystem::is_directory(parent, ec)) {
+  if (!fs::is_directory(parent, ec)) {
     refuse_output(file, option, "the output file's directory does not exist or is not a directory", parent.string(),
                   "an existing directory");
   }
 }
 
-void make_output_dir(const std::filesystem::path& dir, std::string_view option) {
+void make_output_dir(const fs::path& dir, std::string_view option) {
   const std::string wanted = "a directory, or a path where one can be created";
   if (dir.empty()) refuse_output(dir, option, "no output directory named", "an empty path", wanted);
   std::error_code ec;
-  const auto status = std::filesystem::status(dir, ec);
-  if (std::filesystem::is_directory(status)) return;
-  if (std::filesystem::exists(status)) {
+  const auto status = fs::status(dir, ec);
+  if (fs::is_directory(status)) return;
+  if (fs::exists(status)) {
     struct stat st {};
     const bool known = ::stat(dir.c_str(), &st) == 0;
     refuse_output(dir, option, "not a directory", known ? std::string(file_type_name(st.st_mode)) : "", wanted);
   }
-  if (!std::filesystem::create_directories(dir, ec) && ec) {
+  if (!fs::create_directories(dir, ec) && ec) {
     refuse_output(dir, option, fmt::format("cannot create the directory ({})", ec.message()), "", wanted);
   }
 }
 
-void write_output_file(const std::filesystem::path& file, std::string_view data, std::string_view option) {
-  check_output_file(file, option);
-  StagedFile staged(file);
+OutputFiles::~OutputFiles() {
+  if (published_) return;
+  for (const auto& f : files_) ::unlink(f.staged.c_str());
+}
+
+void OutputFiles::add(const fs::path& file, std::string_view data) {
+  check_output_file(file, option_);
+  if (std::any_of(files_.begin(), files_.end(), [&](const Staged& f) { return f.target == file; })) {
+    throw Error({.kind = ErrorKind::internal, .message = "one output file written twice", .file = file.string()});
+  }
+  const auto staged = fs::path(file).concat(".tmp." + unique_suffix());
   try {
-    write_file_durable(staged.path(), data, 0666);
+    const Dir parent = parent_of(file);
+    const auto name = staged.filename().string();
+    FileDescriptor fd(::openat(parent.fd(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666));
+    if (fd.get() < 0) throw_io("cannot create file", staged, "openat");
+    files_.push_back({file, staged});  // created: from here on, removed unless published
+    write_all(fd.get(), data, staged);
   } catch (const Error& e) {
     auto f = e.fields();  // NOTE: the user named `file`; the staged name means nothing to them
     f.message = "cannot write output file";
     f.file = file.string();
-    f.pointer = std::string(option);
+    f.pointer = option_;
     throw Error(std::move(f));
   }
-  staged.publish();
-  fsync_directory(file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path());
+}
+
+void OutputFiles::publish() {
+  // NOTE: checked again: a target that became a link or a directory since add() is refused
+  // while every file can still be left as it was.
+  for (const auto& f : files_) check_output_file(f.target, option_);
+  std::set<fs::path> parents;
+  for (const auto& f : files_) {
+    if (::rename(f.staged.c_str(), f.target.c_str()) != 0) throw_io("cannot write output file", f.target, "rename");
+    parents.insert(f.target.parent_path().empty() ? fs::path(".") : f.target.parent_path());
+  }
+  published_ = true;
+  for (const auto& dir : parents) fsync_directory(dir);
+}
+
+void write_output_file(const fs::path& file, std::string_view data, std::string_view option) {
+  OutputFiles out{std::string(option)};
+  out.add(file, data);
+  out.publish();
 }
 
 std::string unique_suffix() {

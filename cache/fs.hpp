@@ -1,11 +1,20 @@
 #pragma once
-// Small POSIX helpers for the disk cache: RAII file descriptors and lock files, durable writes
-// (write + fsync), directory fsync and recursive removal. Failures raise moejit::Error (io).
+// Small POSIX helpers for the disk cache and the files the CLI reads and writes: RAII file
+// descriptors, directories held open so that every name below one is reached without following
+// a link (openat, O_NOFOLLOW), lock files, bounded reads, durable writes and removal that never
+// leaves the tree it was given. Failures raise moejit::Error (io unless said otherwise).
 
+#include <moejit/error.hpp>
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace moejit::detail {
 
@@ -30,32 +39,89 @@ class FileDescriptor {
   int fd_ = -1;
 };
 
+/// Throws moejit::Error (io): `message`, the path, the call and the errno's text.
+[[noreturn]] void throw_io(std::string message, const std::filesystem::path& path, const char* call, int err = errno);
+/// "a regular file", "a symbolic link", "a FIFO", ... for messages.
+std::string_view file_type_name(mode_t mode);
+
+/// A directory held open (O_DIRECTORY): names below it are opened relative to it (openat), so a
+/// link swapped in for a directory above never redirects them. `path` is for messages only.
+class Dir {
+ public:
+  Dir() = default;
+  Dir(FileDescriptor fd, std::filesystem::path path) noexcept : fd_(std::move(fd)), path_(std::move(path)) {}
+
+  int fd() const noexcept { return fd_.get(); }
+  const std::filesystem::path& path() const noexcept { return path_; }
+  explicit operator bool() const noexcept { return fd_.get() >= 0; }
+
+  /// What `name` is, not following a link; none when it does not exist.
+  std::optional<struct stat> stat(std::string_view name) const;
+  /// The names it holds, "." and ".." left out. A name that is not valid UTF-8 is kept as it is.
+  std::vector<std::string> names() const;
+  /// The child directory `name`, not through a link; none when it does not exist, or when it is
+  /// a link or not a directory (`what` then says which, e.g. "a symbolic link").
+  std::optional<Dir> open_dir(std::string_view name, std::string* what = nullptr) const;
+
+ private:
+  FileDescriptor fd_;
+  std::filesystem::path path_;
+};
+
+/// A directory by the path the user gave (a link to one is followed); throws io naming it.
+Dir open_directory(const std::filesystem::path& dir);
+
 /// An exclusive flock(2) on a lock file, held until destruction. Waits for other holders
-/// (other processes, and other threads of this one, since each lock opens its own file).
+/// (other processes, and other threads of this one, since each lock opens its own file). The
+/// lock file is opened O_NOFOLLOW: a link or anything but a regular file in its place is refused
+/// (moejit::Error, cache), never followed nor created through.
 class FileLock {
  public:
+  FileLock(const Dir& dir, const std::string& name);
   explicit FileLock(const std::filesystem::path& path);
   FileLock(FileLock&&) noexcept = default;
   FileLock& operator=(FileLock&&) noexcept = default;
   ~FileLock();
 
   /// The lock if nobody holds it now, else none; never waits.
-  static std::optional<FileLock> try_lock(const std::filesystem::path& path);
+  static std::optional<FileLock> try_lock(const Dir& dir, const std::string& name);
 
  private:
   explicit FileLock(FileDescriptor fd) noexcept : fd_(std::move(fd)) {}
   FileDescriptor fd_;
 };
 
-/// Writes `data` to a new file (`mode`, less the umask) and fsyncs it.
-void write_file_durable(const std::filesystem::path& path, std::string_view data, unsigned mode = 0600);
-/// Reads a whole file; throws when it cannot be opened.
-std::string read_file(const std::filesystem::path& path);
+/// Creates `name` in `dir` as a new file (O_EXCL, never through a link; `mode` less the umask),
+/// writes all of `data` and fsyncs it.
+void write_new_file(const Dir& dir, const std::string& name, std::string_view data, unsigned mode = 0600);
+/// Reads the regular file `name` of `dir`, not through a link. A link, FIFO, device, socket or
+/// directory is refused before a byte is read (opened O_NONBLOCK, then fstat), as is a file
+/// larger than `max_bytes`; `exact` also refuses one of another size. Errors are io errors whose
+/// message says what was wrong ("a FIFO, not a regular file").
+std::string read_file_at(const Dir& dir, const std::string& name, std::uint64_t max_bytes, bool exact = false);
+/// A file the user named for moejit to read, and what it may hold.
+struct InputFile {
+  std::filesystem::path path;
+  std::string_view what;         ///< ".npy file", "cache bundle": named in messages
+  std::uint64_t max_bytes = 0;   ///< the documented limit for such files
+  std::string pointer = {};      ///< goes in Error::pointer (a tensor's name), may be empty
+};
+/// Reads a whole file the user named (a link to one is followed: they named it). A FIFO, device,
+/// socket or directory is refused before it is opened for reading (stat, then an O_NONBLOCK open
+/// checked with fstat), and a file larger than `max_bytes` before a byte is read. Every failure,
+/// a missing or unreadable file included, is moejit::Error (input) naming the file.
+std::string read_input_file(const InputFile& file);
 /// fsync(2) on a directory, so a rename or create inside it is durable.
 void fsync_directory(const std::filesystem::path& dir);
-/// Creates a directory (and parents) with mode 0700 where missing.
+void fsync_directory(const Dir& dir);
+/// Creates a directory (and parents) with mode 0700 where missing; a link is followed (the user
+/// named the path). Throws io naming the path.
 void make_private_dirs(const std::filesystem::path& dir);
-/// Removes a file or tree, ignoring errors (best effort cleanup).
+/// Removes `name` from `dir`: a file or link is unlinked (a link's target is never touched), a
+/// directory emptied the same way, depth first, and removed. Returns 0, or the errno of the first
+/// failure (ENOENT counts as done).
+int remove_tree(const Dir& dir, const std::string& name) noexcept;
+/// Removes a file or tree by path, ignoring errors, never following a link below `path`.
 void remove_quietly(const std::filesystem::path& path) noexcept;
 /// A name unique to this process and call: "<host>.<pid>.<random>", <host> as host_tag().
 std::string unique_suffix();
@@ -70,10 +136,35 @@ bool process_alive(long pid) noexcept;
 /// device, FIFO or socket, a symbolic link (never followed nor replaced: name its target), or a
 /// parent directory that does not exist. `option` ("--json", or empty) goes in Error::pointer.
 void check_output_file(const std::filesystem::path& file, std::string_view option = {});
-/// Writes a whole file at a path the user gave, so that it holds all of `data` or is left as it
-/// was: checked as above, staged next to it as `<file>.tmp.<unique>`, fsynced, renamed over it.
-/// On any failure the staged file is removed and the error (io) names `file`, never the staged
-/// name. The file is made as a shell redirection makes one (0666 less the umask).
+
+/// Files the user asked for, published together: add() checks a target as check_output_file()
+/// does, then writes its data to a new file beside it (`<file>.tmp.<unique>`, created O_EXCL and
+/// O_NOFOLLOW, so nothing is written through a link planted there) and fsyncs it; publish()
+/// checks every target again and renames each staged file over it, once all were written. Any
+/// failure before publish() leaves every target as it was and no staged file; errors name the
+/// user's path, never the staged one. Files are made as a shell redirection makes them (0666 less
+/// the umask).
+class OutputFiles {
+ public:
+  /// `option` ("-o", "--out-dir", or empty) goes in Error::pointer.
+  explicit OutputFiles(std::string option = {}) : option_(std::move(option)) {}
+  OutputFiles(const OutputFiles&) = delete;
+  OutputFiles& operator=(const OutputFiles&) = delete;
+  ~OutputFiles();
+
+  void add(const std::filesystem::path& file, std::string_view data);
+  void publish();
+
+ private:
+  struct Staged {
+    std::filesystem::path target, staged;
+  };
+  std::string option_;
+  std::vector<Staged> files_;
+  bool published_ = false;
+};
+
+/// One file written as OutputFiles writes a set of them.
 void write_output_file(const std::filesystem::path& file, std::string_view data, std::string_view option = {});
 /// Makes a directory the user named for output files (`option`: "--out-dir"), with its parents.
 /// An empty path, an existing path that is not a directory (or a link to one), or one that

@@ -23,9 +23,16 @@ std::string utc_now() {
   return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())));
 }
 
-std::string Manifest::to_json() const {
+namespace {
+
+// NOTE: the manifest's own checksum covers every field (kernel table, created, compile_seconds
+// included): XXH3-128 of the compact dump of the manifest without it. nlohmann's dump is the
+// same for a parsed copy (sorted keys, shortest round-trip numbers), so a reader recomputes it.
+constexpr const char* kSelfChecksum = "manifest_xxh3_128";
+
+json fields_of(const Manifest& m) {
   json kernels_json = json::array();
-  for (const auto& k : kernels) {
+  for (const auto& k : m.kernels) {
     kernels_json.push_back({{"name_expression", k.name_expression},
                             {"lowered_name", k.lowered_name},
                             {"registers", k.resources.registers},
@@ -35,26 +42,73 @@ std::string Manifest::to_json() const {
                             {"spill_load_bytes", k.resources.spill_load_bytes},
                             {"barriers", k.resources.barriers}});
   }
-  json j{{"schema", inputs.schema_version},
-         {"key", key.hex()},
-         {"contract", inputs.contract_text},
-         {"template_hash", inputs.template_hash},
-         {"arch", inputs.arch},
-         {"nvrtc", inputs.nvrtc_version},
-         {"options", inputs.options},
-         {"cubin", {{"file", "kernel.cubin"}, {"bytes", cubin_bytes}, {"xxh3_128", cubin_checksum}}},
-         {"kernels", kernels_json},
-         {"compile_seconds", compile_seconds},
-         {"created", created}};
+  return json{{"schema", m.inputs.schema_version},
+              {"key", m.key.hex()},
+              {"contract", m.inputs.contract_text},
+              {"template_hash", m.inputs.template_hash},
+              {"arch", m.inputs.arch},
+              {"nvrtc", m.inputs.nvrtc_version},
+              {"options", m.inputs.options},
+              {"cubin", {{"file", "kernel.cubin"}, {"bytes", m.cubin_bytes}, {"xxh3_128", m.cubin_checksum}}},
+              {"kernels", kernels_json},
+              {"compile_seconds", m.compile_seconds},
+              {"created", m.created}};
+}
+
+[[noreturn]] void malformed(std::string found) {
+  throw Error({.kind = ErrorKind::cache, .message = "malformed manifest", .found = std::move(found)});
+}
+
+// NOTE: a manifest nests 3 levels; a deeper one is refused before parsing, because nlohmann's
+// dump() recurses once a level and a crafted one (an imported bundle's) could exhaust the stack.
+constexpr int kMaxManifestDepth = 8;
+
+bool nests_deeper(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string Manifest::to_json() const {
+  json j = fields_of(*this);
+  j[kSelfChecksum] = checksum(j.dump());
   return j.dump(2) + "\n";
 }
 
 Manifest Manifest::from_json(std::string_view text) {
+  if (nests_deeper(text, kMaxManifestDepth)) malformed(fmt::format("nested deeper than {} levels", kMaxManifestDepth));
+  json j;
   try {
-    const json j = json::parse(text);
+    j = json::parse(text);
+    if (!j.is_object()) malformed("not a JSON object");
+    const auto sum = j.at(kSelfChecksum).get<std::string>();
+    j.erase(kSelfChecksum);
+    if (checksum(j.dump()) != sum) {
+      throw Error({.kind = ErrorKind::cache, .message = "manifest checksum mismatch",
+                   .expected = "the manifest as it was written"});
+    }
+  } catch (const json::exception& e) {
+    malformed(e.what());
+  }
+  try {
     Manifest m;
     auto key = Key::from_hex(j.at("key").get<std::string>());
-    if (!key) throw std::runtime_error("bad key");
+    if (!key) malformed("a key that is not 32 hex digits");
     m.key = *key;
     m.inputs.schema_version = j.at("schema").get<int>();
     m.inputs.contract_text = j.at("contract").get<std::string>();
@@ -70,11 +124,11 @@ Manifest Manifest::from_json(std::string_view text) {
                                            k.at("stack_bytes").get<int>(), k.at("spill_store_bytes").get<int>(),
                                            k.at("spill_load_bytes").get<int>(), k.at("barriers").get<int>()}});
     }
-    m.compile_seconds = j.value("compile_seconds", 0.0);
-    m.created = j.value("created", "");
+    m.compile_seconds = j.at("compile_seconds").get<double>();
+    m.created = j.at("created").get<std::string>();
     return m;
-  } catch (const std::exception& e) {
-    throw Error({.kind = ErrorKind::cache, .message = "malformed manifest", .found = e.what()});
+  } catch (const json::exception& e) {
+    malformed(e.what());
   }
 }
 

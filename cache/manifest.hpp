@@ -22,8 +22,9 @@ struct Manifest {
   double compile_seconds = 0;
   std::string created;         ///< UTC time of compilation; informational, never in a key
 
+  /// The manifest's JSON, with a checksum of its own over every other field.
   std::string to_json() const;
-  /// Parses a manifest; throws moejit::Error (cache) when malformed.
+  /// Parses a manifest; throws moejit::Error (cache) when malformed or its checksum fails.
   static Manifest from_json(std::string_view text);
 };
 

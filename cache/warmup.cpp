@@ -36,6 +36,9 @@ std::vector<WarmupOutcome> warmup(Cache& cache, std::span<const WarmupJob> jobs,
         auto r = cache.get(*o.contract);
         o.entry = std::move(r.entry);
         o.source = r.source;
+      } catch (const Error& e) {
+        o.error = e.what();
+        o.bad_input = e.is_bad_input();
       } catch (const std::exception& e) {
         o.error = e.what();
       }

@@ -24,6 +24,7 @@ struct WarmupOutcome {
   double seconds = 0;
   std::shared_ptr<const CacheEntry> entry;
   std::string error;  ///< empty on success
+  bool bad_input = false;  ///< the error is the user's (an unsafe cache: Error::is_bad_input)
 };
 
 using WarmupProgress = std::function<void(const WarmupOutcome& done, std::size_t finished, std::size_t total)>;

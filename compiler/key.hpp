@@ -14,7 +14,7 @@
 namespace moejit::detail {
 
 /// Bump when the on-disk layout or the manifest changes meaning.
-inline constexpr int kCacheSchemaVersion = 1;
+inline constexpr int kCacheSchemaVersion = 2;  // 2: the manifest carries its own checksum
 
 struct Key {
   std::uint64_t hi = 0;

@@ -25,14 +25,39 @@ namespace {
 // The most any other one-line field (file, pointer, message, expected, call, code) prints.
 constexpr std::size_t kMaxLineChars = 2000;
 
-// Appends one byte of `text` at `i`, escaped when it is a control character; returns the bytes
-// of `text` it consumed (2 for a C1 control, which UTF-8 spells as 0xC2 0x80-0x9F).
+// The length of the well-formed UTF-8 sequence at `i` (2 to 4 bytes: no overlong form, no
+// surrogate, nothing past U+10FFFF), or 0 when the bytes there are not one.
+std::size_t utf8_length(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[i + k]); };
+  const auto c = byte(0);
+  const std::size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (n == 0 || i + n > text.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((byte(k) & 0xC0) != 0x80) return 0;
+  }
+  const auto second = byte(1);
+  if ((c == 0xE0 && second < 0xA0) || (c == 0xED && second > 0x9F) || (c == 0xF0 && second < 0x90) ||
+      (c == 0xF4 && second > 0x8F)) {
+    return 0;
+  }
+  return n;
+}
+
+// Appends one character of `text` at `i`, escaped when it is a control character (C1 controls,
+// which UTF-8 spells as 0xC2 0x80-0x9F, too) or a byte that is not well-formed UTF-8; returns
+// the bytes of `text` it consumed.
 std::size_t append_escaped(std::string& out, std::string_view text, std::size_t i) {
   const auto c = static_cast<unsigned char>(text[i]);
-  if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-      static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
-    out += fmt::format("\\u{:04x}", static_cast<unsigned char>(text[i + 1]));
-    return 2;
+  if (c >= 0x80) {
+    const auto n = utf8_length(text, i);
+    if (n == 0) {
+      out += fmt::format("\\x{:02x}", c);
+      return 1;
+    }
+    const auto second = static_cast<unsigned char>(text[i + 1]);
+    if (c == 0xC2 && second <= 0x9F) out += fmt::format("\\u{:04x}", second);
+    else out += text.substr(i, n);
+    return n;
   }
   switch (c) {
     case '\n': out += "\\n"; break;
@@ -96,8 +121,7 @@ std::string detail::printable(std::string_view text, std::size_t max_chars) {
   while (i < text.size()) {
     // One character: its escape, or its bytes (a UTF-8 sequence is never cut).
     std::string piece;
-    std::size_t next = i + append_escaped(piece, text, i);
-    while (next < text.size() && (static_cast<unsigned char>(text[next]) & 0xC0) == 0x80) piece += text[next++];
+    const std::size_t next = i + append_escaped(piece, text, i);
     if (out.size() + piece.size() > max_chars) break;
     out += piece;
     i = next;
@@ -108,7 +132,7 @@ std::string detail::printable(std::string_view text, std::size_t max_chars) {
 
 bool Error::is_bad_input() const noexcept {
   return fields_.kind == ErrorKind::spec || fields_.kind == ErrorKind::input ||
-         fields_.kind == ErrorKind::usage;
+         fields_.kind == ErrorKind::usage || fields_.kind == ErrorKind::cache;
 }
 
 }  // namespace moejit

@@ -39,9 +39,9 @@ Options Options::from_environment() {
     o.cache_dir = dir;
   } else if (auto xdg = env("XDG_CACHE_HOME"); !xdg.empty()) {
     o.cache_dir = std::filesystem::path(xdg) / "moejit";
-  } else {
-    o.cache_dir = std::filesystem::path(env("HOME").empty() ? "/tmp" : env("HOME")) / ".cache" / "moejit";
-  }
+  } else if (auto home = env("HOME"); !home.empty()) {
+    o.cache_dir = std::filesystem::path(home) / ".cache" / "moejit";
+  }  // NOTE: else none: a cache in the shared /tmp would be anyone's to plant in (Cache refuses it)
   if (auto home = env("CUDA_HOME"); !home.empty()) {
     o.cuda_home = home;
   } else if (auto path = env("CUDA_PATH"); !path.empty()) {

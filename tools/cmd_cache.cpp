@@ -23,11 +23,19 @@ struct Env {
   detail::Cache cache{options, compiler};
 };
 
+// NOTE: what a cache entry holds is shown escaped, as every message is: an imported manifest
+// may carry control characters (a terminal's escape sequences).
+std::string shown(std::string_view text) { return detail::printable(text, 2000); }
+
 std::string summary(const std::string& contract_text) {
-  const auto c = parse_contract_text(contract_text);
-  std::vector<std::string> parts;
-  for (const auto& f : c.fields()) parts.push_back(fmt::format("{}={}", f.name, f.value));
-  return fmt::format("{} {}", c.family(), fmt::join(parts, " "));
+  try {
+    const auto c = parse_contract_text(contract_text);
+    std::vector<std::string> parts;
+    for (const auto& f : c.fields()) parts.push_back(fmt::format("{}={}", f.name, f.value));
+    return shown(fmt::format("{} {}", c.family(), fmt::join(parts, " ")));
+  } catch (const Error&) {
+    return fmt::format("(malformed contract: {})", shown(contract_text));
+  }
 }
 
 int ls(Env& env) {
@@ -37,23 +45,47 @@ int ls(Env& env) {
   for (const auto& e : entries) {
     total += static_cast<double>(e.bytes);
     if (!e.manifest) {
-      fmt::print("{:<32} {:<8} {:>9} {:>5}  {:<20}  (unreadable manifest)\n", e.key_hex, "?", e.bytes, "?", "?");
+      fmt::print("{:<32} {:<8} {:>9} {:>5}  {:<20}  (unreadable manifest)\n", shown(e.key_hex), "?", e.bytes, "?", "?");
       continue;
     }
     int regs = 0;
     for (const auto& k : e.manifest->kernels) regs = std::max(regs, k.resources.registers);
-    fmt::print("{:<32} {:<8} {:>9} {:>5}  {:<20}  {}\n", e.key_hex, e.manifest->inputs.arch, e.bytes, regs,
-               e.manifest->created, summary(e.manifest->inputs.contract_text));
+    fmt::print("{:<32} {:<8} {:>9} {:>5}  {:<20}  {}\n", shown(e.key_hex), shown(e.manifest->inputs.arch), e.bytes, regs,
+               shown(e.manifest->created), summary(e.manifest->inputs.contract_text));
   }
-  fmt::print("{} entries, {} in {}\n", entries.size(), human_bytes(total), env.cache.root().string());
+  fmt::print("{} entries, {} in {}\n", entries.size(), human_bytes(total), shown(env.cache.root().string()));
   return kOk;
 }
 
 int verify(Env& env, bool repair) {
   const auto bad = env.cache.verify(repair);
-  for (const auto& e : bad) fmt::print("bad {}: {}{}\n", e.key_hex, e.problem, repair ? " (moved aside)" : "");
-  fmt::print("verify: {} entries, {} bad\n", env.cache.list().size() + (repair ? bad.size() : 0), bad.size());
+  std::size_t stuck = 0;
+  std::string why;
+  for (const auto& e : bad) {
+    std::string note;
+    if (repair && e.not_moved.empty()) note = " (moved aside)";
+    if (repair && !e.not_moved.empty()) {
+      note = fmt::format(" (not moved aside: {})", e.not_moved);
+      why = e.not_moved;
+      ++stuck;
+    }
+    fmt::print("bad {}: {}{}\n", shown(e.key_hex), shown(e.problem), note);
+  }
+  fmt::print("verify: {} entries, {} bad\n", env.cache.list().size() + (repair ? bad.size() - stuck : 0), bad.size());
+  if (stuck > 0) {
+    throw Error({.kind = ErrorKind::io, .message = fmt::format("could not move {} bad entr{} aside", stuck, stuck == 1 ? "y" : "ies"),
+                 .file = env.cache.root().string(), .code = why});
+  }
   return bad.empty() || repair ? kOk : kCheckFailed;  // --repair mended what it found
+}
+
+// An entry's contract family; empty when its contract text does not parse.
+std::string contract_family(const std::string& contract_text) {
+  try {
+    return std::string(parse_contract_text(contract_text).family());
+  } catch (const Error&) {
+    return {};
+  }
 }
 
 // The fields in which an entry's contract and toolchain differ from what a lookup wants.
@@ -85,20 +117,20 @@ int explain(Env& env, const Opts& o) {
         const auto want = env.cache.inputs_of(c);
         const auto key = detail::make_key(want);
         if (std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.key_hex == key.hex(); })) {
-          fmt::print("hit  {} {}: {}\n", op->name, arch, key.hex());
+          fmt::print("hit  {} {}: {}\n", shown(op->name), arch, key.hex());
           continue;
         }
-        fmt::print("miss {} {}: {}\n", op->name, arch, key.hex());
+        fmt::print("miss {} {}: {}\n", shown(op->name), arch, key.hex());
         std::vector<std::pair<std::vector<std::string>, std::string>> near;
         for (const auto& e : entries) {
-          if (!e.manifest || parse_contract_text(e.manifest->inputs.contract_text).family() != c.family()) continue;
-          near.emplace_back(differences(want, *e.manifest), e.key_hex);
+          if (!e.manifest || contract_family(e.manifest->inputs.contract_text) != c.family()) continue;
+          near.emplace_back(differences(want, *e.manifest), shown(e.key_hex));
         }
         std::sort(near.begin(), near.end(), [](const auto& a, const auto& b) { return a.first.size() < b.first.size(); });
         if (near.empty()) fmt::print("  no cached entry of family {}\n", c.family());
         for (std::size_t i = 0; i < std::min<std::size_t>(3, near.size()); ++i) {
           fmt::print("  nearest {} differs in {} field{}:\n", near[i].second, near[i].first.size(), near[i].first.size() == 1 ? "" : "s");
-          for (const auto& d : near[i].first) fmt::print("    {}\n", d);
+          for (const auto& d : near[i].first) fmt::print("    {}\n", shown(d));
         }
       }
     }
@@ -155,7 +187,7 @@ Action add_cache(CLI::App& app) {
       fmt::print("imported {} entries ({} already present) into {}\n", r.imported, r.present, env.cache.root().string());
       return kOk;
     }
-    if (path_cmd->parsed()) fmt::print("{}\n", env.cache.root().string());
+    if (path_cmd->parsed()) fmt::print("{}\n", env.cache.root().string());  // as it is: scripts use it
     return kOk;
   };
 }

@@ -76,25 +76,36 @@ Action add_compile(CLI::App& app) {
     if (o->emit == "cubin" && o->output.empty()) {
       throw Error({.kind = ErrorKind::usage, .message = "--emit cubin writes binary files", .expected = "-o FILE or -o DIR"});
     }
+    // Every file checked before anything is compiled, and all published together: a full disk
+    // or a bad path leaves none of the set.
+    std::vector<std::string> paths;
     for (const auto& item : items) {
+      if (o->output.empty()) break;
+      paths.push_back(output_path(*o, item, items.size(), o->emit == "source" ? "cu" : o->emit));
+      detail::check_output_file(paths.back(), "-o");
+    }
+    detail::OutputFiles files("-o");
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& item = items[i];
       std::string text;
-      std::string ext;
       if (o->emit == "source") {
-        text = item.contract.source, ext = "cu";
+        text = item.contract.source;
       } else if (o->emit == "contract") {
-        text = item.contract.text(), ext = "contract";
+        text = item.contract.text();
       } else if (o->emit == "ptx") {
-        text = compiler.compile(item.contract, detail::Emit::ptx).binary, ext = "ptx";
+        text = compiler.compile(item.contract, detail::Emit::ptx).binary;
       } else {
-        text = cache.get(item.contract).entry->cubin, ext = "cubin";
+        text = cache.get(item.contract).entry->cubin;
       }
-      if (!o->output.empty()) {
-        const auto path = output_path(*o, item, items.size(), ext);
-        detail::write_output_file(path, text, "-o");
-        fmt::print(stderr, "wrote {} ({} {})\n", path, item.op, item.contract.arch());
-      } else {
+      if (paths.empty()) {
         fmt::print("// ---- op {} arch {} key {}\n{}\n", item.op, item.contract.arch(), cache.key_of(item.contract).hex(), text);
+      } else {
+        files.add(paths[i], text);
       }
+    }
+    files.publish();
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      fmt::print(stderr, "wrote {} ({} {})\n", paths[i], items[i].op, items[i].contract.arch());
     }
     return kOk;
   };

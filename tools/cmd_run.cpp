@@ -100,15 +100,31 @@ void check_array(const TensorDecl& d, const NpyArray& a, const std::string& file
   }
 }
 
-// The directory was made (make_output_dir) before the op ran.
+std::filesystem::path output_path(const std::string& dir, const TensorDecl& decl) {
+  return std::filesystem::path(dir) / (decl.name + ".npy");
+}
+
+// Before the op runs: an output path that could not end as a regular file costs no run.
+void check_outputs(const std::string& dir, const std::vector<TensorDecl>& decls) {
+  detail::make_output_dir(dir, "--out-dir");
+  for (const auto& d : decls) {
+    if (d.role == TensorRole::output) detail::check_output_file(output_path(dir, d), "--out-dir");
+  }
+}
+
+// Every output, published together: all written or none.
 void write_outputs(const std::string& dir, const std::vector<TensorDecl>& decls, const std::vector<reference::HostTensor>& host) {
+  detail::OutputFiles files("--out-dir");
   for (std::size_t i = 0; i < decls.size(); ++i) {
     if (decls[i].role != TensorRole::output) continue;
     NpyArray a{npy_type_for(decls[i].dtype), host[i].shape,
                std::string(reinterpret_cast<const char*>(host[i].data.data()), host[i].bytes())};
-    const auto path = std::filesystem::path(dir) / (decls[i].name + ".npy");
-    write_npy(path, a);
-    fmt::print("wrote {} ({}) {}\n", path.string(), fmt::join(host[i].shape, ", "), dtype_text(decls[i].dtype));
+    files.add(output_path(dir, decls[i]), format_npy(a));
+  }
+  files.publish();
+  for (std::size_t i = 0; i < decls.size(); ++i) {
+    if (decls[i].role != TensorRole::output) continue;
+    fmt::print("wrote {} ({}) {}\n", output_path(dir, decls[i]).string(), fmt::join(host[i].shape, ", "), dtype_text(decls[i].dtype));
   }
 }
 
@@ -190,7 +206,7 @@ Action add_run(CLI::App& app) {
     }
     std::vector<bool> bound;
     for (const auto& d : decls) bound.push_back(d.role == TensorRole::output || arrays.count(d.name));
-    detail::make_output_dir(o->out_dir, "--out-dir");  // before the op runs: a bad path costs no run
+    check_outputs(o->out_dir, decls);
 
     if (o->reference) {
       reference::harness_for(op.family()).run(op, host, tokens);

@@ -78,10 +78,14 @@ Action add_warmup(CLI::App& app) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const unsigned used = detail::warmup_threads(threads, outcomes.size());
 
-    std::size_t count[4] = {}, failed = 0;
+    std::size_t count[4] = {}, failed = 0, bad_input = 0;
     for (const auto& x : outcomes) {
-      if (!x.error.empty()) ++failed;
-      else ++count[static_cast<int>(x.source)];
+      if (x.error.empty()) {
+        ++count[static_cast<int>(x.source)];
+      } else {
+        ++failed;
+        if (x.bad_input) ++bad_input;
+      }
     }
     if (!o->quiet) print_table(outcomes);
     for (const auto& x : outcomes) {
@@ -92,7 +96,7 @@ Action add_warmup(CLI::App& app) {
                outcomes.size(), specs.size(), specs.size() == 1 ? "" : "s", jobs.size(), count[3], count[1], count[2],
                count[0], failed, seconds, used, used == 1 ? "" : "s");
     fmt::print("cache: {}\n", cache.root().string());
-    if (failed) return kFailure;
+    if (failed) return bad_input == failed ? kBadInput : kFailure;  // 2 only when every failure is the user's
 
     // Warm start: a fresh process's view, everything read back from disk and verified.
     for (const auto& spec : specs) {

@@ -2,16 +2,14 @@
 
 #include <moejit/error.hpp>
 
+#include "cache/fs.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <bit>
-#include <cerrno>
-#include <cstdio>
 #include <limits>
-#include <memory>
 #include <optional>
-#include <system_error>
 
 namespace moejit::tools {
 
@@ -411,53 +409,6 @@ std::pair<std::string_view, std::string_view> split(std::string_view bytes, cons
   return {bytes.substr(prefix, header_len), bytes.substr(prefix + header_len)};
 }
 
-// ---- Files ---------------------------------------------------------------------------------
-
-struct FileCloser {
-  void operator()(std::FILE* f) const noexcept { std::fclose(f); }
-};
-using File = std::unique_ptr<std::FILE, FileCloser>;
-
-// NOTE: a .npy file the user named that cannot be read is bad input (exit 2); a file moejit
-// cannot write is an I/O failure.
-[[noreturn]] void fail_io(const std::filesystem::path& file, std::string message, std::string reason,
-                          ErrorKind kind = ErrorKind::io) {
-  throw Error({.kind = kind,
-               .message = std::move(message),
-               .file = file.string(),
-               .found = std::move(reason)});
-}
-
-std::string errno_text(int error) {
-  return error != 0 ? std::generic_category().message(error) : std::string();
-}
-
-std::string read_file(const std::filesystem::path& file) {
-  errno = 0;
-  File f(std::fopen(file.string().c_str(), "rb"));
-  if (!f) fail_io(file, "cannot open .npy file for reading", errno_text(errno), ErrorKind::input);
-  std::string bytes;
-  char buffer[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, f.get())) > 0) bytes.append(buffer, n);
-  if (std::ferror(f.get())) fail_io(file, "cannot read .npy file", errno_text(errno), ErrorKind::input);
-  return bytes;
-}
-
-// Returns 0 on success, else the errno of the failing step.
-int write_file(const std::filesystem::path& file, std::string_view bytes) {
-  errno = 0;
-  std::FILE* f = std::fopen(file.string().c_str(), "wb");
-  if (f == nullptr) return errno != 0 ? errno : EIO;
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const int write_errno = errno;
-  // NOTE: fclose flushes, so its failure (ENOSPC on a full disk) is a write failure too.
-  const bool closed = std::fclose(f) == 0;
-  if (written && closed) return 0;
-  if (!written) return write_errno != 0 ? write_errno : EIO;
-  return errno != 0 ? errno : EIO;
-}
-
 // The header length once padded with spaces and a '\n' so that the data starts on a
 // kArrayAlign boundary. Like NumPy, an already aligned header still gets a full block of padding.
 std::size_t padded_header_len(std::size_t header_size, std::size_t len_size) {
@@ -501,7 +452,9 @@ NpyArray parse_npy(std::string_view bytes, std::string_view file, std::string_vi
 }
 
 NpyArray read_npy(const std::filesystem::path& file, std::string_view name) {
-  return parse_npy(read_file(file), file.string(), name);
+  const auto bytes = detail::read_input_file({.path = file, .what = ".npy file", .max_bytes = kMaxNpyBytes,
+                                              .pointer = std::string(name)});
+  return parse_npy(bytes, file.string(), name);
 }
 
 std::string format_npy(const NpyArray& array) {
@@ -538,21 +491,7 @@ std::string format_npy(const NpyArray& array) {
 }
 
 void write_npy(const std::filesystem::path& file, const NpyArray& array) {
-  const std::string bytes = format_npy(array);
-  std::filesystem::path tmp = file;
-  tmp += ".tmp";
-  if (int error = write_file(tmp, bytes); error != 0) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail_io(tmp, "cannot write .npy file", errno_text(error));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail_io(file, fmt::format("cannot rename {} into place", tmp.string()), ec.message());
-  }
+  detail::write_output_file(file, format_npy(array));
 }
 
 }  // namespace moejit::tools

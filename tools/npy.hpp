@@ -43,8 +43,12 @@ struct NpyArray {
 /// the tensor name put in Error::pointer.
 NpyArray parse_npy(std::string_view bytes, std::string_view file, std::string_view name = {});
 
-/// Reads and parses a whole file. Throws moejit::Error (io) when it cannot be read, and as
-/// parse_npy for its contents.
+/// The largest .npy file moejit reads.
+inline constexpr std::uint64_t kMaxNpyBytes = std::uint64_t{16} << 30;
+
+/// Reads and parses a whole file: a regular file of at most kMaxNpyBytes (a FIFO, device or
+/// directory is refused before it is read). Throws moejit::Error (input) when it cannot be read,
+/// and as parse_npy for its contents.
 NpyArray read_npy(const std::filesystem::path& file, std::string_view name = {});
 
 /// Serializes as version 1.0 (2.0 when the header would exceed 65535 bytes), byte for byte as
@@ -53,8 +57,8 @@ NpyArray read_npy(const std::filesystem::path& file, std::string_view name = {})
 /// hold exactly elements() * itemsize bytes.
 std::string format_npy(const NpyArray& array);
 
-/// Writes atomically enough for a CLI: to FILE.tmp then rename. Throws moejit::Error (io) on
-/// failure, leaving no FILE.tmp behind.
+/// Writes format_npy(array) as detail::write_output_file() writes a file: whole or not at all,
+/// never through a link. Throws moejit::Error (usage for a bad path, io on a failed write).
 void write_npy(const std::filesystem::path& file, const NpyArray& array);
 
 }  // namespace moejit::tools

@@ -9,7 +9,7 @@
 
 namespace moejit {
 
-/// What went wrong, coarsely: the CLI maps bad input (spec, input, usage) to exit code 2.
+/// What went wrong, coarsely: the CLI maps bad input (spec, input, usage, cache) to exit code 2.
 enum class ErrorKind {
   spec,       ///< a spec file is malformed or names an invalid value
   input,      ///< a tensor, file or argument given at run time does not fit the op
@@ -18,7 +18,8 @@ enum class ErrorKind {
   nvrtc,      ///< an NVRTC call failed
   driver,     ///< a CUDA driver call failed, or no driver/GPU is present
   nccl,       ///< a NCCL call failed or a peer did not arrive
-  cache,      ///< the cache directory is unsafe or an entry could not be stored
+  cache,      ///< the cache directory is unsafe (a link inside it, another user's or a group- or
+              ///< world-writable directory, what is not a file or directory): refused, never used
   io,         ///< a filesystem operation failed
   internal,   ///< an invariant of moejit itself broke
 };
@@ -47,7 +48,8 @@ class Error : public std::exception {
   const char* what() const noexcept override { return what_.c_str(); }
   ErrorKind kind() const noexcept { return fields_.kind; }
   const ErrorFields& fields() const noexcept { return fields_; }
-  /// True when the user's input is at fault (spec, run-time input, usage): CLI exit code 2.
+  /// True when the user's input is at fault (spec, run-time input, usage, an unsafe cache
+  /// directory): CLI exit code 2.
   bool is_bad_input() const noexcept;
 
  private:
@@ -61,9 +63,10 @@ namespace detail {
 inline constexpr std::size_t kMaxValueChars = 200;
 
 /// `text` made fit for one line of a terminal: control characters escaped (`\n`, `\t`, `\x1b`,
-/// C1 controls as `\u009b`) and, where the result would pass `max_chars`, cut at a character
-/// boundary with a note of how many bytes were left out. Every field of an Error but the
-/// multi-line ones (options, log, source) is printed through it.
+/// C1 controls as `\u009b`), bytes that are not well-formed UTF-8 as `\xff`, and, where the
+/// result would pass `max_chars`, cut at a character boundary with a note of how many bytes
+/// were left out. Every field of an Error but the multi-line ones (options, log, source) is
+/// printed through it.
 std::string printable(std::string_view text, std::size_t max_chars = kMaxValueChars);
 
 }  // namespace detail

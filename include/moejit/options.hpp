@@ -9,7 +9,8 @@ namespace moejit {
 inline constexpr unsigned kMaxJobs = 1024;
 
 struct Options {
-  /// Root of the disk cache: $MOEJIT_CACHE_DIR, else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit.
+  /// Root of the disk cache: $MOEJIT_CACHE_DIR, else $XDG_CACHE_HOME/moejit, else
+  /// $HOME/.cache/moejit; empty when none of them is set (a disk cache then refuses to start).
   std::filesystem::path cache_dir;
   /// The CUDA toolkit whose include/ and include/cccl/ NVRTC needs: $CUDA_HOME, else $CUDA_PATH,
   /// else /usr/local/cuda. Checked when the first compile needs it.

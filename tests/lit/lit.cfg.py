@@ -27,3 +27,24 @@ config.substitutions.append(("%moejit", moejit))
 config.substitutions.append(("%specs", specs))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%python", "python3"))
+
+# Features for the tests that need root: giving a file to another user, mounting a small tmpfs
+# (a read-only or full filesystem). Without them those tests report UNSUPPORTED, named.
+def _can_mount_tmpfs():
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return False
+    import subprocess
+    import tempfile
+
+    d = tempfile.mkdtemp()
+    try:
+        run = lambda *cmd: subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+        return run("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", d) and run("umount", d)
+    finally:
+        os.rmdir(d)
+
+
+if hasattr(os, "geteuid") and os.geteuid() == 0:
+    config.available_features.add("root")
+if _can_mount_tmpfs():
+    config.available_features.add("tmpfs")

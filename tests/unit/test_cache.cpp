@@ -15,8 +15,11 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <memory>
 #include <new>
 #include <regex>
 #include <thread>
@@ -67,6 +70,11 @@ std::size_t count_in(const fs::path& dir) {
 }
 
 void overwrite(const fs::path& file, const std::string& data) { std::ofstream(file, std::ios::binary | std::ios::trunc) << data; }
+
+std::string read_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 }  // namespace
 
@@ -302,6 +310,305 @@ TEST_CASE("a cache directory that is not private is refused", "[cache]") {
   }
 }
 
+namespace {
+
+// A disk cache holding the entry of small_contract(8), closed again.
+struct Warmed {
+  TempDir tmp;
+  Options options = options_at(tmp.path);
+  Compiler compiler{options.cuda_home};
+  Key key;
+  fs::path root, shard, entry;  // v<schema>/, the entry's shard and directory
+
+  Warmed() {
+    Cache cache(options, compiler);
+    key = cache.get(small_contract()).entry->manifest.key;
+    root = cache.root();
+    entry = entry_dir(cache, key);
+    shard = entry.parent_path();
+  }
+};
+
+// The message a cache at `options` is refused with (ErrorKind::cache, bad input: exit 2).
+std::string refusal(const Options& options, const Compiler& compiler) {
+  try {
+    Cache cache(options, compiler);
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::cache);
+    CHECK(e.is_bad_input());
+    return e.what();
+  }
+  FAIL("the cache was accepted");
+  return {};
+}
+
+// Replaces `dir` with a symbolic link to `target`.
+void swap_for_link(const fs::path& dir, const fs::path& target) {
+  fs::rename(dir, dir.string() + ".moved");
+  fs::create_directory_symlink(target, dir);
+}
+
+}  // namespace
+
+TEST_CASE("a link in place of a directory of the tree refuses the cache; nothing outside it is touched", "[cache][hostile]") {
+  Warmed w;
+  const auto outside = w.tmp.path / "outside";
+  fs::create_directories(outside);
+  overwrite(outside / "precious", "keep");
+  for (const auto& dir : {w.root / "quarantine", w.root / "tmp", w.root / "locks", w.shard, w.root}) {
+    SECTION(dir.filename().string()) {
+      swap_for_link(dir, outside);
+      CHECK_THAT(refusal(w.options, w.compiler), Catch::Matchers::Contains("found a symbolic link"));
+    }
+  }
+  CHECK(read_file(outside / "precious") == "keep");
+  CHECK(count_in(outside) == 1);
+}
+
+TEST_CASE("inside an open cache no link is followed: bad entries are moved aside, bad shards and lock files refused", "[cache][hostile]") {
+  Warmed w;
+  Cache cache(w.options, w.compiler);  // opened first: each case is planted while it runs
+  const auto outside = w.tmp.path / "outside";
+  fs::create_directories(outside);
+  auto recompiled_once_moved_aside = [&] {
+    CHECK(cache.get(small_contract()).source == Source::compiled);
+    CHECK(count_in(w.root / "quarantine") == 1);
+    CHECK(cache.verify(false).empty());
+  };
+  SECTION("a shard swapped for a link") {
+    swap_for_link(w.shard, outside);
+    CHECK_THROWS_AS(cache.get(small_contract()), Error);
+    CHECK(count_in(outside) == 0);
+  }
+  SECTION("a dangling link in place of a lock file is never created through") {
+    fs::remove_all(w.entry);
+    fs::remove(w.root / "locks" / (w.key.hex() + ".lock"));
+    fs::create_symlink(outside / "created", w.root / "locks" / (w.key.hex() + ".lock"));
+    try {
+      cache.get(small_contract());
+      FAIL("locked through a link");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::cache);
+      CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains("found a symbolic link"));
+    }
+    CHECK_FALSE(fs::exists(outside / "created"));
+  }
+  SECTION("an entry that is a link to a good entry elsewhere") {
+    fs::rename(w.entry, outside / "entry");
+    fs::create_directory_symlink(outside / "entry", w.entry);
+    CHECK(cache.verify(false).size() == 1);
+    recompiled_once_moved_aside();
+    CHECK(fs::is_symlink(fs::directory_iterator(w.root / "quarantine")->path()));  // the link moved, not followed
+    CHECK(count_in(outside / "entry") == 2);
+  }
+  SECTION("a cubin that is a link to /dev/zero is never read") {
+    fs::remove(w.entry / "kernel.cubin");
+    fs::create_symlink("/dev/zero", w.entry / "kernel.cubin");
+    CHECK_THAT(cache.verify(false).at(0).problem, Catch::Matchers::Contains("kernel.cubin is a symbolic link"));
+    recompiled_once_moved_aside();
+  }
+  SECTION("a FIFO in place of the manifest is never opened for reading") {
+    fs::remove(w.entry / "manifest.json");
+    REQUIRE(::mkfifo((w.entry / "manifest.json").c_str(), 0600) == 0);
+    CHECK(cache.list().at(0).manifest == std::nullopt);
+    CHECK_THAT(cache.verify(false).at(0).problem, Catch::Matchers::Contains("manifest.json is a FIFO"));
+    recompiled_once_moved_aside();
+  }
+  SECTION("a file more in the entry") {
+    overwrite(w.entry / "extra", "x");
+    CHECK_THAT(cache.verify(false).at(0).problem, Catch::Matchers::Contains("the entry holds extra, kernel.cubin, manifest.json"));
+    recompiled_once_moved_aside();
+  }
+}
+
+TEST_CASE("every byte of the manifest is checked: a changed kernel table, date or time is a bad entry", "[cache][hostile]") {
+  Warmed w;
+  const std::string manifest = read_file(w.entry / "manifest.json");
+  auto edited = [&](const std::string& pattern, const std::string& with) {
+    const auto out = std::regex_replace(manifest, std::regex(pattern), with, std::regex_constants::format_first_only);
+    REQUIRE(out != manifest);
+    return out;
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"lowered name", edited("activation_kernelI", "activation_kernelJ")},
+      {"registers", edited(R"("registers": (\d))", R"("registers": 9$1)")},
+      {"created", edited(R"("created": "[^"]*")", R"("created": "2000-01-01T00:00:00Z")")},
+      {"compile seconds", edited(R"("compile_seconds": [0-9.e-]+)", R"("compile_seconds": 1234)")},
+      {"no checksum", edited(R"(\s*"manifest_xxh3_128": "[0-9a-f]+",)", "")},
+  };
+  for (const auto& [what, text] : cases) {
+    SECTION(what) {
+      overwrite(w.entry / "manifest.json", text);
+      Cache cache(w.options, w.compiler);
+      const auto bad = cache.verify(false);
+      REQUIRE(bad.size() == 1);
+      CHECK_THAT(bad[0].problem, Catch::Matchers::Contains("manifest"));
+      CHECK(cache.get(small_contract()).source == Source::compiled);
+    }
+  }
+}
+
+TEST_CASE("every directory of the tree is held to the root's rule: this user's, not group- or world-writable", "[cache][hostile]") {
+  Warmed w;
+  for (const auto& dir : {w.root / "quarantine", w.root / "tmp", w.root / "locks", w.shard}) {
+    SECTION("writable: " + dir.filename().string()) {
+      ::chmod(dir.c_str(), 0777);
+      CHECK_THAT(refusal(w.options, w.compiler), Catch::Matchers::Contains("group- or world-writable"));
+    }
+    SECTION("another owner: " + dir.filename().string()) {
+      if (::geteuid() != 0) {
+        WARN("not root: a directory cannot be given to another user here; skipped");
+        continue;
+      }
+      REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
+      CHECK_THAT(refusal(w.options, w.compiler), Catch::Matchers::Contains("owned by another user"));
+    }
+  }
+  SECTION("an entry's directory writable by others is moved aside") {
+    ::chmod(w.entry.c_str(), 0777);
+    Cache cache(w.options, w.compiler);
+    CHECK_THAT(cache.verify(false).at(0).problem, Catch::Matchers::Contains("writable by group or others"));
+    CHECK(cache.get(small_contract()).source == Source::compiled);
+  }
+  SECTION("a root reached through another user's link is refused, through one's own accepted") {
+    const auto link = w.tmp.path / "link";
+    fs::create_directory_symlink(w.options.cache_dir, link);
+    auto through_link = w.options;
+    through_link.cache_dir = link;
+    CHECK_NOTHROW(Cache(through_link, w.compiler));
+    if (::geteuid() != 0) {
+      WARN("not root: a link cannot be given to another user here; skipped");
+      return;
+    }
+    REQUIRE(::lchown(link.c_str(), 65534, 65534) == 0);
+    CHECK_THAT(refusal(through_link, w.compiler), Catch::Matchers::Contains("another user's symbolic link"));
+  }
+}
+
+TEST_CASE("the files a user names are read only when regular and within the limit", "[cache][hostile]") {
+  TempDir tmp;
+  REQUIRE(::mkfifo((tmp.path / "fifo").c_str(), 0600) == 0);
+  overwrite(tmp.path / "big", std::string(100, 'x'));
+  auto refused = [&](const fs::path& file, const std::string& what) {
+    INFO(file.string());
+    try {
+      (void)read_input_file({.path = file, .what = "cache bundle", .max_bytes = 64});
+      FAIL("read");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::input);
+      CHECK(e.fields().file == file.string());
+      CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains(what));
+    }
+  };
+  refused(tmp.path / "fifo", "found a FIFO");
+  refused("/dev/zero", "found a character device");
+  refused(tmp.path, "found a directory");
+  refused(tmp.path / "big", "cache bundle too large; found 100 bytes; expected at most 64 bytes");
+  refused(tmp.path / "missing", "cannot read cache bundle [stat: No such file or directory]");
+  CHECK(read_input_file({.path = tmp.path / "big", .what = "cache bundle", .max_bytes = 100}).size() == 100);
+}
+
+TEST_CASE("a set of output files is published whole or not at all, never through a link", "[cache][hostile]") {
+  TempDir tmp;
+  const auto dir = tmp.path / "o";
+  fs::create_directories(dir / "taken");
+  overwrite(tmp.path / "victim", "keep");
+  fs::create_symlink(tmp.path / "victim", dir / "a.npy.tmp");  // a staged name planted in advance
+  SECTION("a bad target among them: nothing is written") {
+    {
+      OutputFiles files("--out-dir");
+      files.add(dir / "a.npy", "aaaa");
+      CHECK_THROWS_AS(files.add(dir / "taken", "bbbb"), Error);
+    }
+    CHECK_FALSE(fs::exists(dir / "a.npy"));
+    CHECK(count_in(dir) == 2);  // taken, a.npy.tmp: no staged file left
+  }
+  SECTION("all good: all published, the planted link left as it was") {
+    OutputFiles files("--out-dir");
+    files.add(dir / "a.npy", "aaaa");
+    files.add(dir / "b.npy", "bbbb");
+    CHECK_FALSE(fs::exists(dir / "b.npy"));  // nothing before publish()
+    files.publish();
+    CHECK(read_file(dir / "a.npy") == "aaaa");
+    CHECK(read_file(dir / "b.npy") == "bbbb");
+    CHECK(count_in(dir) == 4);
+  }
+  CHECK(read_file(tmp.path / "victim") == "keep");
+  CHECK(fs::is_symlink(dir / "a.npy.tmp"));
+}
+
+namespace {
+
+// A bundle of (manifest, cubin) entries whose end line says `count` (default: how many there are).
+std::string bundle_of(const std::vector<std::pair<std::string, std::string>>& entries, std::optional<std::size_t> count = {}) {
+  std::string out = "MOEJIT-BUNDLE 1\n";
+  for (const auto& [manifest, cubin] : entries) out += fmt::format("entry {} {}\n{}{}", manifest.size(), cubin.size(), manifest, cubin);
+  return out + fmt::format("end {} {}\n", count.value_or(entries.size()), checksum(out));
+}
+
+}  // namespace
+
+TEST_CASE("import verifies every entry as verify does, then publishes all of them or none", "[cache][hostile]") {
+  Warmed w;
+  Cache src(w.options, w.compiler);
+  const auto second = entry_dir(src, src.get(small_contract(16)).entry->manifest.key);
+  const std::pair<std::string, std::string> a{read_file(w.entry / "manifest.json"), read_file(w.entry / "kernel.cubin")};
+  const std::pair<std::string, std::string> b{read_file(second / "manifest.json"), read_file(second / "kernel.cubin")};
+  auto changed = [&](auto edit) {  // `b` with its manifest edited, its own checksum made again
+    auto m = Manifest::from_json(b.first);
+    edit(m);
+    return std::pair<std::string, std::string>{m.to_json(), b.second};
+  };
+  TempDir other;
+  Cache dst(options_at(other.path), w.compiler);
+  const auto bundle = other.path / "bundle";
+  auto refused = [&](const std::string& data, const std::string& what) {
+    overwrite(bundle, data);
+    try {
+      dst.import_bundle(bundle);
+      FAIL("imported");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::input);
+      CHECK(e.fields().file == bundle.string());
+      CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains(what));
+    }
+    CHECK(dst.list().empty());  // `a`, before the bad one, was not published either
+  };
+  refused(bundle_of({a, changed([](Manifest& m) { m.kernels.clear(); })}), "no kernels in manifest");
+  refused(bundle_of({a, changed([](Manifest& m) { m.kernels[0].lowered_name.clear(); })}), "has no name");
+  refused(bundle_of({a, {b.first, ""}}), "truncated cubin: 0 bytes");
+  refused(bundle_of({a, changed([](Manifest& m) { m.cubin_bytes = 0; m.cubin_checksum = checksum(""); })}), "a cubin of 0 bytes");
+  refused(bundle_of({a, {"{not json", b.second}}), "malformed manifest");
+  refused(bundle_of({a, b}, 3), "2 entries, but its end line says 3");
+  refused(bundle_of({a, a}), "twice");
+  {
+    std::string huge = "MOEJIT-BUNDLE 1\nentry 18446744073709551615 5\n";
+    refused(huge + fmt::format("end 1 {}\n", checksum(huge)), "runs past the end");
+  }
+  overwrite(bundle, bundle_of({a, b}));
+  CHECK(dst.import_bundle(bundle).imported == 2);
+  CHECK(dst.verify(false).empty());
+}
+
+#ifdef MOEJIT_CLI
+TEST_CASE("cache ls shows what an entry holds with control characters escaped", "[cache][hostile]") {
+  Warmed w;
+  auto m = Manifest::from_json(read_file(w.entry / "manifest.json"));
+  m.created = "\x1b[2J\xc2\x9b\x07";  // an imported bundle can carry it: the manifest's checksum still holds
+  overwrite(w.entry / "manifest.json", m.to_json());
+  const auto command = fmt::format("MOEJIT_CACHE_DIR='{}' '{}' cache ls 2>&1", w.options.cache_dir.string(), MOEJIT_CLI);
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
+  REQUIRE(pipe);
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe.get())) > 0;) out.append(buf, n);
+  INFO(out);
+  CHECK_THAT(out, Catch::Matchers::Contains("\\x1b[2J\\u009b\\x07"));
+  CHECK(out.find('\x1b') == std::string::npos);
+  CHECK(out.find('\x07') == std::string::npos);
+}
+#endif
+
 TEST_CASE("a lookup after warmup allocates nothing", "[cache]") {
   TempDir tmp;
   const auto options = options_at(tmp.path);
@@ -469,6 +776,9 @@ TEST_CASE("MOEJIT_JOBS is a thread count or an error naming it, never silently i
 TEST_CASE("error text escapes control characters and cuts long values", "[error]") {
   CHECK(moejit::detail::printable("soft\nmax\x1b[31m\t\x7f") == "soft\\nmax\\x1b[31m\\t\\x7f");
   CHECK(moejit::detail::printable("caf\xc3\xa9 \xc2\x9b") == "caf\xc3\xa9 \\u009b");  // UTF-8 kept, C1 escaped
+  // Bytes that are not well-formed UTF-8 (stray, cut, overlong, surrogate) escaped one by one.
+  CHECK(moejit::detail::printable("m\xff\xfe \xc3 \xc0\xaf \xed\xa0\x80 \xf0\x9f\x98\x80") ==
+        "m\\xff\\xfe \\xc3 \\xc0\\xaf \\xed\\xa0\\x80 \xf0\x9f\x98\x80");
   const std::string huge(20000, 'a');
   const auto cut = moejit::detail::printable(huge);
   CHECK(cut == std::string(200, 'a') + "... (19800 more bytes)");
