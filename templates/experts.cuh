@@ -318,6 +318,27 @@ constexpr int pipeline_depth() {
   return kNB == 1 ? 4 : 2;
 }
 
+/// Where a thread of a GEMM CTA works: its warp's row group and K split, and its lane's row g
+/// (of 8) and quad q (of 4) in the mma fragments.
+template <int kGroups>
+struct Place {
+  int group, split, g, q;
+  __device__ Place()
+      : group(static_cast<int>(threadIdx.x / 32) % kGroups),
+        split(static_cast<int>(threadIdx.x / 32) / kGroups),
+        g(static_cast<int>(threadIdx.x % 32) / 4),
+        q(static_cast<int>(threadIdx.x % 32) % 4) {}
+};
+
+/// The tile this CTA works on, once the kernel before has written the work list; false past its
+/// end (the grid is sized for the most tiles a call can have).
+__device__ __forceinline__ bool tile_of_block(const ExpertsGemmArgs& a, ExpertsTile& tile) {
+  wait_for_primary();
+  if (blockIdx.x >= static_cast<unsigned>(*a.tile_count)) return false;
+  tile = a.tiles[blockIdx.x];
+  return true;
+}
+
 /// The rows of n8 block j this lane's B loads read: the tile's row 8 j + g, or (past the
 /// tile's rows) its first row, whose results are never stored.
 __device__ __forceinline__ int tile_row(const ExpertsTile& tile, int j, int g) {
@@ -336,12 +357,10 @@ __global__ void __launch_bounds__(32 * C::kGroups1 * C::kSplit1) experts_gemm1_k
   constexpr int kGroups = C::kGroups1, kSplit = C::kSplit1, kU = pipeline_depth<kNB>();
   constexpr int kBlocks = C::kH / kBlockK / kSplit;
   __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kGroups * 32 * kNB * 4];
-  wait_for_primary();
-  if (blockIdx.x >= static_cast<unsigned>(*a.tile_count)) return;
-  const ExpertsTile tile = a.tiles[blockIdx.x];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int group = warp % kGroups, split = warp / kGroups;
-  const int g = lane / 4, q = lane % 4;
+  ExpertsTile tile;
+  if (!tile_of_block(a, tile)) return;
+  const Place<kGroups> p;
+  const int group = p.group, split = p.split, g = p.g, q = p.q;
   const int col = blockIdx.y * (8 * kGroups) + 8 * group + g;  // this lane's h column
   const long long gate_row = C::kInterleaved ? 2LL * col : col;
   const long long up_row = C::kInterleaved ? 2LL * col + 1 : static_cast<long long>(C::kI) + col;
@@ -397,12 +416,10 @@ __global__ void __launch_bounds__(32 * C::kGroups2 * C::kSplit2) experts_gemm2_k
   constexpr int kGroups = C::kGroups2, kSplit = C::kSplit2, kU = pipeline_depth<kNB>();
   constexpr int kBlocks = C::kI / kBlockK / kSplit;
   __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kGroups * 32 * kNB * 4];
-  wait_for_primary();
-  if (blockIdx.x >= static_cast<unsigned>(*a.tile_count)) return;
-  const ExpertsTile tile = a.tiles[blockIdx.x];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int group = warp % kGroups, split = warp / kGroups;
-  const int g = lane / 4, q = lane % 4;
+  ExpertsTile tile;
+  if (!tile_of_block(a, tile)) return;
+  const Place<kGroups> p;
+  const int group = p.group, split = p.split, g = p.g, q = p.q;
   const int col = blockIdx.y * (16 * kGroups) + 16 * group + g;  // rows g and g + 8: columns col, col + 8
   const long long k_offset = static_cast<long long>(split) * kBlocks * kBlockK + 8 * q;
   const T* w = static_cast<const T*>(a.w) + static_cast<long long>(tile.expert) * C::kH * C::kI;

@@ -24,6 +24,17 @@ unsigned act_table_bytes(const ActivationSpec& s) noexcept {
   return (up ? 2u : 1u) * 2 * 4096 * 4;
 }
 
+void add_activation_constants(StubBuilder& stub, const ActivationParams& p) {
+  stub.constant("moejit::ActKind", "kKind", fmt::format("moejit::ActKind::{}", to_string(p.kind)))
+      .flag("kInterleaved", p.interleaved)
+      .real("kBeta", p.beta)
+      .real("kInvBeta", p.beta > 0 ? 1.0f / p.beta : 0.0f)
+      .real("kLinearBeta", p.linear_beta)
+      .real("kInvLinearBeta", p.linear_beta > 0 ? 1.0f / p.linear_beta : 0.0f)
+      .real("kAlpha", p.alpha)
+      .real("kLimit", p.limit);
+}
+
 std::vector<Contract> activation_contracts(const OpSpec& op, std::string_view arch) {
   const auto& s = dynamic_cast<const ActivationSpec&>(op);
   Contract c("activation", std::string(arch), "activation.cuh");
@@ -47,17 +58,10 @@ std::vector<Contract> activation_contracts(const OpSpec& op, std::string_view ar
       .set("unroll", std::to_string(kActivationUnroll));
 
   StubBuilder stub("activation.cuh");
-  stub.constant("moejit::ActKind", "kKind", fmt::format("moejit::ActKind::{}", to_string(s.kind)))
-      .flag("kMasked", masked)
+  add_activation_constants(stub, s);
+  stub.flag("kMasked", masked)
       .integer("kD", s.d)
       .integer("kNumExperts", masked ? s.num_experts : 0)
-      .flag("kInterleaved", s.interleaved)
-      .real("kBeta", s.beta)
-      .real("kInvBeta", s.beta > 0 ? 1.0f / s.beta : 0.0f)
-      .real("kLinearBeta", s.linear_beta)
-      .real("kInvLinearBeta", s.linear_beta > 0 ? 1.0f / s.linear_beta : 0.0f)
-      .real("kAlpha", s.alpha)
-      .real("kLimit", s.limit)
       .constant("int", "kThreads", std::to_string(kActivationThreads))
       .constant("int", "kVec", std::to_string(vec))
       .constant("int", "kUnroll", std::to_string(kActivationUnroll))

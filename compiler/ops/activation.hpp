@@ -3,6 +3,7 @@
 
 #include <moejit/contract.hpp>
 
+#include "compiler/codegen.hpp"
 #include "spec/ops/activation.hpp"
 
 #include <string_view>
@@ -28,6 +29,11 @@ inline constexpr std::string_view kActTable = "table";
 bool act_by_tables(const ActivationSpec& s) noexcept;
 /// Bytes of its tables (templates/activation_table.cuh, act_table_bytes): 32 KB a factor.
 unsigned act_table_bytes(const ActivationSpec& s) noexcept;
+
+/// The activation's constants of a stub (templates/activation.cuh's Config: kKind, kInterleaved,
+/// kBeta, kInvBeta, kLinearBeta, kInvLinearBeta, kAlpha, kLimit): the activation op's and the
+/// experts op's GEMM1 epilogue's.
+void add_activation_constants(StubBuilder& stub, const ActivationParams& p);
 
 std::vector<Contract> activation_contracts(const OpSpec& op, std::string_view arch);
 

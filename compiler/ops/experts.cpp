@@ -1,5 +1,6 @@
 #include "experts.hpp"
 
+#include "activation.hpp"
 #include "compiler/codegen.hpp"
 
 #include <fmt/format.h>
@@ -59,18 +60,11 @@ std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch)
       .flag("kIds64", s.ids_dtype == DType::i64)
       .type("T", s.dtype)
       .type("Out", s.dtype)
-      .constant("moejit::ActKind", "kKind", fmt::format("moejit::ActKind::{}", to_string(act.kind)))
-      .flag("kInterleaved", act.interleaved)
-      .real("kBeta", act.beta)
-      .real("kInvBeta", act.beta > 0 ? 1.0f / act.beta : 0.0f)
-      .real("kLinearBeta", act.linear_beta)
-      .real("kInvLinearBeta", act.linear_beta > 0 ? 1.0f / act.linear_beta : 0.0f)
-      .real("kAlpha", act.alpha)
-      .real("kLimit", act.limit)
       .constant("int", "kGroups1", std::to_string(t.groups1))
       .constant("int", "kSplit1", std::to_string(t.split1))
       .constant("int", "kGroups2", std::to_string(t.groups2))
       .constant("int", "kSplit2", std::to_string(t.split2));
+  add_activation_constants(stub, act);
   constexpr std::string_view kGemmArgs = "moejit::ExpertsGemmArgs";
   std::vector<StubBuilder::Kernel> kernels = {
       {std::string(kExpertsMeta), "moejit::experts_meta_kernel", "moejit::ExpertsMetaArgs"},
