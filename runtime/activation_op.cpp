@@ -86,7 +86,7 @@ class ActivationOp final : public Op {
         grid = {static_cast<unsigned>(std::clamp<std::int64_t>(expected * (spec_.d / vec_) / threads, 1, per_expert)),
                 static_cast<unsigned>(spec_.num_experts), 1};
       }
-      table_->launch(grid, args, stream, pdl_);
+      table_->launch(grid, args, stream, pdl_ || hints.chained);
       return;
     }
     Dim3 grid;
@@ -103,7 +103,7 @@ class ActivationOp final : public Op {
       const std::int64_t blocks = std::max(unrolled, std::min(single, fill / threads));
       grid = {static_cast<unsigned>(std::min<std::int64_t>(blocks, dense_cap_)), 1, 1};
     }
-    (narrow ? narrow_ : wide_)->launch(grid, args, stream, pdl_);
+    (narrow ? narrow_ : wide_)->launch(grid, args, stream, pdl_ || hints.chained);
   }
 
   // Computes the tables once, with the kernels' own device code (the same bits as computing).

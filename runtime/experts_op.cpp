@@ -103,7 +103,7 @@ class ExpertsOp final : public Op {
     auto* position = static_cast<int*>(position_.ptr());
     const ExpertsMetaArgs meta{at(b, ids_), static_cast<const int*>(at(b, map_)), static_cast<const int*>(at(b, counts_)),
                                tokens, n, sorted, position, tiles, count};
-    meta_->launch({1, 1, 1}, meta, stream, pdl_);
+    meta_->launch({1, 1, 1}, meta, stream, pdl_ || hints.chained);
 
     const auto grid_x = static_cast<unsigned>(max_tiles(tokens, n));
     const auto* weights = static_cast<const float*>(at(b, weights_));

@@ -76,17 +76,17 @@ class RoutingOp final : public Op {
   }
 
  private:
-  void do_launch(std::span<const Buffer> b, std::int64_t tokens, CUstream stream, const LaunchHints&) const override {
+  void do_launch(std::span<const Buffer> b, std::int64_t tokens, CUstream stream, const LaunchHints& hints) const override {
     if (tokens == 0) return;
     const bool bias = spec_.bias.has_value();
     RoutingArgs args{b[0].ptr, bias ? b[1].ptr : nullptr, static_cast<float*>(b[bias ? 2 : 1].ptr), b[bias ? 3 : 2].ptr, tokens};
     if (tokens <= crossover_) {
-      block_->launch({static_cast<unsigned>(tokens), 1, 1}, args, stream, pdl_);
+      block_->launch({static_cast<unsigned>(tokens), 1, 1}, args, stream, pdl_ || hints.chained);
     } else {
       const bool vectors = warp_vectors_ && reinterpret_cast<std::uintptr_t>(args.logits) % logits_vector_bytes_ == 0 &&
                            reinterpret_cast<std::uintptr_t>(args.bias) % bias_vector_bytes_ == 0;
       const auto& warp = !vectors ? warp_ : (warp_lazy_ && tokens <= lazy_max_tokens_ ? warp_lazy_ : warp_vectors_);
-      warp->launch({static_cast<unsigned>((tokens + tokens_per_block_ - 1) / tokens_per_block_), 1, 1}, args, stream, pdl_);
+      warp->launch({static_cast<unsigned>((tokens + tokens_per_block_ - 1) / tokens_per_block_), 1, 1}, args, stream, pdl_ || hints.chained);
     }
   }
 

@@ -18,6 +18,10 @@ namespace moejit {
 struct LaunchHints {
   /// Rows an expert typically holds in a masked layout (as DeepGEMM's expected_m); 0: unknown.
   std::int64_t expected_rows = 0;
+  /// The kernel before this call on the stream is moejit's own (it lets dependents in): the
+  /// op's first kernel may then start early and wait for it on the GPU (programmatic dependent
+  /// launch), as with Options::programmatic_launch.
+  bool chained = false;
 };
 
 class Op {
@@ -38,6 +42,7 @@ class Op {
 
  protected:
   explicit Op(std::shared_ptr<const OpSpec> spec);
+  const std::shared_ptr<const OpSpec>& spec_ptr() const noexcept { return spec_; }
   virtual void do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream,
                          const LaunchHints& hints) const = 0;
 

@@ -11,3 +11,4 @@ extern std::int64_t tokens;
 extern CUstream stream;
 extern ncclComm_t engine_nccl_comm;
 extern std::span<const moejit::Buffer> tail_buffers;
+extern std::span<const moejit::Buffer> layer_buffers;
