@@ -12,7 +12,6 @@ per-expert loop a user writes (host syncs included: it cannot be captured).
 import argparse
 import json
 import os
-import statistics
 import sys
 
 import common
@@ -111,24 +110,6 @@ def inputs_for(op, tokens, skewed, seed):
     return x, ids.contiguous(), w
 
 
-def eager_us(fn, args, calls, replays):
-    """Median us per call of eager calls between events (for code a graph cannot capture)."""
-    import torch
-    for _ in range(2):
-        fn(*args)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn(*args)
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1000 / calls)
-    return statistics.median(times)
-
-
 def time_torch(op, tokens, calls, replays):
     """{(T, inputs): {"grouped", "loop"}} for one op (its weights allocated once)."""
     import torch
@@ -143,7 +124,7 @@ def time_torch(op, tokens, calls, replays):
             label = f"torch {op['_name']} T={t} {inputs}"
             entry = {"grouped": common.try_time_us(label + " grouped_mm", grouped, [(x, ids, w, w13, w2)], calls, replays)}
             try:
-                entry["loop"] = eager_us(loop, (x, ids, w, w13, w2), 3 if t <= 64 else 1, 3)
+                entry["loop"] = common.eager_us(lambda: loop(x, ids, w, w13, w2), 3 if t <= 64 else 1, 3)
             except Exception as e:  # noqa: BLE001
                 print(f"  {label} loop failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
                 entry["loop"] = None

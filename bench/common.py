@@ -144,21 +144,29 @@ def sm_copy_GBps(calls=CALLS, replays=REPLAYS):
     import torch
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").fill_(0x3C)
     dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
+    us = eager_us(lambda: dst.copy_(src), calls, replays, warmup=3)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * (1 << 30) / (us * 1e-6) / 1e9
+
+
+def eager_us(fn, calls=CALLS, replays=REPLAYS, warmup=2):
+    """Median microseconds per call of `calls` eager calls of fn() between two events, over
+    `replays` (for what a graph cannot capture, or must not: see sm_copy_GBps)."""
+    import torch
+    for _ in range(warmup):
+        fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(replays):
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(calls):
-            dst.copy_(src)
+            fn()
         stop.record()
         stop.synchronize()
         times.append(start.elapsed_time(stop) * 1000 / calls)
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * (1 << 30) / (statistics.median(times) * 1e-6) / 1e9
+    return statistics.median(times)
 
 
 def graph_memcpy_GBps(calls=CALLS, replays=REPLAYS):
