@@ -1,0 +1,62 @@
+"""Shared fixtures of the moejit package's tests. The package is imported from the build tree
+(CTest sets PYTHONPATH to build/python) or from wherever `pip install .` put it.
+
+GPU tests take the `gpu` fixture (and `torch_cuda` for PyTorch): where there is no CUDA device
+they are skipped with the reason, as the C++ [gpu] tests are.
+"""
+import ctypes
+import functools
+import os
+import pathlib
+
+import pytest
+
+SOURCE_DIR = pathlib.Path(__file__).resolve().parents[2]
+SPECS = SOURCE_DIR / "specs"
+SMALL_SPEC = pathlib.Path(__file__).resolve().parent / "specs" / "small.json"
+
+
+@functools.lru_cache(maxsize=None)
+def no_gpu_reason():
+    """Why no CUDA device can run a test here (None when one can), by test_gpu's rule."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        return f"no CUDA driver ({e})"
+    count = ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return "no CUDA device here"
+    return None
+
+
+@pytest.fixture
+def gpu():
+    reason = no_gpu_reason()
+    if reason:
+        pytest.skip(f"[gpu] {reason}; runs on an H200")
+
+
+@pytest.fixture
+def torch_cuda(gpu):
+    torch = pytest.importorskip("torch", reason="[gpu] PyTorch is not installed (the GPU machine has it)")
+    if not torch.cuda.is_available():
+        pytest.skip("[gpu] torch sees no CUDA device")
+    return torch
+
+
+@pytest.fixture
+def cli():
+    """The moejit CLI of this build (MOEJIT_CLI, else build/moejit)."""
+    path = pathlib.Path(os.environ.get("MOEJIT_CLI", SOURCE_DIR / "build" / "moejit"))
+    if not path.is_file():
+        pytest.skip(f"no moejit CLI at {path} (set MOEJIT_CLI)")
+    return str(path)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A cache of the test's own (0700, as moejit requires)."""
+    d = tmp_path / "cache"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("MOEJIT_CACHE_DIR", str(d))
+    return d
