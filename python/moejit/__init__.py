@@ -12,15 +12,38 @@ torch.library custom op for torch.compile and CUDA graphs. torch is never import
 itself: `import moejit` works without it.
 """
 import os
+import sys
 from dataclasses import dataclass, field
 
-from . import _moejit
-from ._errors import (CacheError, CompileError, DriverError, Error, FileError, InputError, InternalError, NcclError,
+
+def _preload_pip_nccl():
+    """NOTE: the module needs libnccl.so.2; left alone it loads the CUDA toolkit's, and a torch
+    imported after it then finds that (older) NCCL in place of its own pip one and fails on a
+    missing symbol. Where the pip NCCL torch uses is installed, it is the one loaded."""
+    if "torch" in sys.modules:
+        return  # torch's NCCL is loaded already and serves the module too
+    import ctypes
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("nvidia.nccl")
+    except (ImportError, ValueError):
+        return
+    for d in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(d, "lib", "libnccl.so.2")
+        if os.path.exists(path):
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            return
+
+
+_preload_pip_nccl()
+
+from . import _moejit  # noqa: E402
+from ._errors import (CacheError, CompileError, DriverError, Error, FileError, InputError, InternalError, NcclError,  # noqa: E402
                       SpecError, TensorTypeError, UsageError)
-from ._errors import CLASSES as _CLASSES
-from ._moejit import DeviceInfo, OpSpec, Spec, TensorDecl, supported_archs
-from ._tensors import TensorChecker as _TensorChecker
-from ._tensors import _Torch, check_tensors, torch_tensor_type
+from ._errors import CLASSES as _CLASSES  # noqa: E402
+from ._moejit import DeviceInfo, OpSpec, Spec, TensorDecl, supported_archs  # noqa: E402
+from ._tensors import TensorChecker as _TensorChecker  # noqa: E402
+from ._tensors import _Torch, check_tensors, torch_tensor_type  # noqa: E402
 
 _moejit._set_error_classes(_CLASSES)
 
@@ -217,3 +240,11 @@ def warmup(paths, jobs=None, archs=None, cache_dir=None, check=True):
         err.summary = summary
         raise err
     return summary
+
+
+def __getattr__(name):
+    # moejit.torch on first use: importing moejit never imports torch.
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'moejit' has no attribute '{name}'")

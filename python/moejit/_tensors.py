@@ -179,7 +179,7 @@ class TensorChecker:
 
     def check(self, tensors, tokens=None, allow_cpu=False):
         """Checks `tensors` (one per declared tensor, None for an unbound optional one) and returns
-        (tokens, addresses, saw_torch)."""
+        (tokens, addresses, whether any is a CUDA torch tensor: torch's stream then runs the op)."""
         tt = _Torch.tensor if _Torch.tensor is not None else torch_tensor_type()
         if tokens is None:
             tokens = self._infer_tokens(tensors, tt)
@@ -197,10 +197,10 @@ class TensorChecker:
                 ptrs.append(0)
                 continue
             if tt is not None and isinstance(t, tt):
-                saw_torch = True
                 if self._torch_dtypes is None:
                     self._torch_dtypes = [_Torch.dtypes[d] for d in self.dtypes]
                 if t.is_cuda:
+                    saw_torch = True
                     if t.get_device() != device:
                         self._wrong_device(i, f"cuda:{t.get_device()}")
                 elif not allow_cpu:

@@ -255,6 +255,9 @@ NB_MODULE(_moejit, m) {
   using namespace moejit;
   using namespace moejit::python;
   m.doc() = "moejit's C++ API (use the moejit package)";
+  // NOTE: ops registered with torch.library live until the process ends, held by torch's
+  // registry past nanobind's teardown: that is their life, not a leak to report.
+  nb::set_leak_warnings(false);
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
