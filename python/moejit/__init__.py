@@ -97,9 +97,20 @@ class Op:
         self.device = context.device.ordinal
         self._checker = _TensorChecker(op.name, op.tensors(), self.device)
         self._launch = op._launch
+        self._fast = None  # the C++ path of calls on torch tensors, made by the first such call
+        self._allow_cpu = False  # tests on machines with no GPU (a recording op) set it
         outputs = tuple(i for i, d in enumerate(self._checker.decls) if d.role == "output")
         self._single_output = outputs[0] if len(outputs) == 1 else None
         self._outputs = outputs
+
+    def _torch_fast_path(self):
+        if not isinstance(self._op, _moejit.Op) or torch_tensor_type() is None:
+            return None  # a stand-in op of the tests, or no torch
+        if self._allow_cpu:  # a recording op on a machine with no GPU: CPU torch tensors (device -1)
+            return _moejit.TorchFastPath(self._op, [_Torch.dtypes[d.dtype] for d in self._checker.decls],
+                                         _Torch.tensor, lambda device: 0, -1)
+        dtypes = [_Torch.dtypes[d.dtype] for d in self._checker.decls]
+        return _moejit.TorchFastPath(self._op, dtypes, _Torch.tensor, _Torch.raw_stream, self.device)
 
     @property
     def name(self):
@@ -118,15 +129,21 @@ class Op:
         return self._op.tensors()
 
     def __call__(self, *tensors, tokens=None, stream=None, expected_rows=0, **named):
-        checker = self._checker
-        if named or len(tensors) != len(checker.decls):
-            tensors = checker.bind(tensors, named)
-        t, ptrs, saw_torch = checker.check(tensors, tokens)
-        if stream is None:
-            handle = _Torch.raw_stream(self.device) if saw_torch else 0
+        fast = self._fast
+        if fast is not None and not named and tokens is None and stream is None and fast(tensors, expected_rows):
+            pass  # every tensor a CUDA torch tensor that fits: checked and launched in C++
         else:
-            handle = _stream_handle(stream)
-        self._launch(ptrs, t, handle, expected_rows)
+            checker = self._checker
+            if named or len(tensors) != len(checker.decls):
+                tensors = checker.bind(tensors, named)
+            t, ptrs, on_torch = checker.check(tensors, tokens, self._allow_cpu)
+            if stream is None:
+                handle = _Torch.raw_stream(self.device) if on_torch else 0
+            else:
+                handle = _stream_handle(stream)
+            self._launch(ptrs, t, handle, expected_rows)
+            if on_torch and fast is None:
+                self._fast = self._torch_fast_path()
         if self._single_output is not None:
             return tensors[self._single_output]
         return tuple(tensors[i] for i in self._outputs)

@@ -8,6 +8,7 @@ import ctypes
 import functools
 import os
 import pathlib
+import types
 
 import pytest
 
@@ -29,19 +30,28 @@ def no_gpu_reason():
     return None
 
 
-@pytest.fixture
-def gpu():
+def require_gpu():
     reason = no_gpu_reason()
     if reason:
         pytest.skip(f"[gpu] {reason}; runs on an H200")
 
 
-@pytest.fixture
-def torch_cuda(gpu):
+def require_torch_cuda():
+    require_gpu()
     torch = pytest.importorskip("torch", reason="[gpu] PyTorch is not installed (the GPU machine has it)")
     if not torch.cuda.is_available():
         pytest.skip("[gpu] torch sees no CUDA device")
     return torch
+
+
+@pytest.fixture
+def gpu():
+    require_gpu()
+
+
+@pytest.fixture
+def torch_cuda():
+    return require_torch_cuda()
 
 
 @pytest.fixture
@@ -60,3 +70,14 @@ def cache_dir(tmp_path, monkeypatch):
     d.mkdir(mode=0o700)
     monkeypatch.setenv("MOEJIT_CACHE_DIR", str(d))
     return d
+
+
+def recording_op(op_spec):
+    """A moejit.Op over an op that launches nothing and records each launch (`.native.last`),
+    taking CPU arrays: Op.__call__ and Op::launch's own checks, with no GPU."""
+    import moejit
+    native = moejit._moejit._RecordingOp(op_spec)
+    op = moejit.Op(native, types.SimpleNamespace(device=types.SimpleNamespace(ordinal=0)), op_spec)
+    op._allow_cpu = True
+    op.native = native
+    return op

@@ -177,3 +177,47 @@ def test_same_wording_as_moejit_run(router, cli, tmp_path):
             moejit.check_tensors(router, a, allow_cpu=True)
         tail = str(e.value).split(": ", 2)[2]  # "tensor 'logits' has the wrong ...; found ...; expected ..."
         assert run_error(case).endswith(tail), (run_error(case), tail)
+
+
+def test_call_binds_checks_and_launches():
+    from conftest import recording_op
+    spec = moejit.load_spec(SMALL_SPEC)
+    op = recording_op(spec.op("router_grouped"))
+    a = arrays()
+    weights, ids = op(*a, expected_rows=3)
+    assert weights is a[2] and ids is a[3]
+    last = op.native.last
+    assert last["tokens"] == T and last["expected_rows"] == 3 and last["stream"] == 0 and last["count"] == 1
+    assert last["buffers"] == [(x.ctypes.data, x.nbytes) for x in a]
+    op(logits=a[0], bias=a[1], weights=a[2], ids=a[3], stream=1234)
+    assert op.native.last["stream"] == 1234 and op.native.last["count"] == 2
+    op(*a, stream=type("S", (), {"cuda_stream": 99})())
+    assert op.native.last["stream"] == 99
+    with pytest.raises(moejit.UsageError, match="stream is not a CUDA stream"):
+        op(*a, stream="default")
+    with pytest.raises(moejit.TensorTypeError):
+        op(a[0].astype(np.float16), *a[1:])
+    assert op.native.last["count"] == 3, "a refused call launched"
+    # Op::launch's own checks, from C++: the experts op's max_tokens is 64
+    experts = recording_op(spec.op("experts"))
+    from gpu_inputs import make_arrays
+    big = make_arrays(experts, 65)
+    with pytest.raises(moejit.InputError) as e:
+        experts(**big)
+    assert "token count out of range" in str(e.value) and e.value.expected == "0 to 64 (max_tokens)"
+    # the raw launch: (address, bytes) pairs
+    with pytest.raises(moejit.InputError, match="buffer of tensor 'ids' is too small for 5 tokens"):
+        op.launch([(x.ctypes.data, x.nbytes) for x in a[:3]] + [(a[3].ctypes.data, 4)], T)
+    with pytest.raises(moejit.InputError, match="not aligned to its element"):
+        op.launch([(x.ctypes.data + (i == 0), x.nbytes) for i, x in enumerate(a)], T)
+    with pytest.raises(moejit.UsageError, match="takes one buffer per tensor"):
+        op.launch([], T)
+
+
+def test_unbound_optional_tensor_is_address_zero():
+    from conftest import recording_op
+    tail = recording_op(moejit.load_spec(SMALL_SPEC).op("tail"))
+    tensors = {d.name: np.zeros(d.shape_for(2), np.uint16) for d in tail.tensors() if not d.optional}
+    tail(**tensors)
+    optional = [d.optional for d in tail.tensors()]
+    assert [b == (0, 0) for b in tail.native.last["buffers"]] == optional

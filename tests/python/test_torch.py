@@ -61,8 +61,7 @@ def stand_in(op_spec, compute):
                                    tensors=op_spec.tensors, _launch=launch)
     context = types.SimpleNamespace(device=types.SimpleNamespace(ordinal=0))
     op = moejit.Op(native, context, op_spec)
-    check = op._checker.check
-    op._checker.check = lambda tensors, tokens=None: check(tensors, tokens, allow_cpu=True)
+    op._allow_cpu = True
     op.launches = launches
     return op
 
@@ -165,3 +164,29 @@ def test_torch_imports_after_moejit():
     code = "import moejit, torch; print(torch.__version__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
     assert out.returncode == 0, out.stderr
+
+
+def test_torch_fast_path_checks_in_cpp(monkeypatch):
+    """The C++ path of calls on torch tensors launches what fits and hands the rest to Python's
+    checks (here on CPU tensors: a recording op with device -1)."""
+    from conftest import recording_op
+    op = recording_op(spec_op("router_grouped"))
+    op._fast = op._torch_fast_path()
+    good = [torch.zeros(5, 256), torch.zeros(256), torch.zeros(5, 8), torch.zeros(5, 8, dtype=torch.int32)]
+    calls = []
+    check = op._checker.check
+    monkeypatch.setattr(op._checker, "check", lambda *a: calls.append(1) or check(*a))
+    op(*good, expected_rows=4)
+    last = op.native.last
+    assert not calls, "Python's checks ran for a call the C++ path takes"
+    assert last["tokens"] == 5 and last["expected_rows"] == 4
+    assert last["buffers"] == [(t.data_ptr(), t.nbytes) for t in good]
+    op(torch.zeros(0, 256), good[1], torch.zeros(0, 8), torch.zeros(0, 8, dtype=torch.int32))
+    assert op.native.last["tokens"] == 0 and op.native.last["buffers"][0] == (256, 0)
+    assert not calls
+    for bad, cls in [(good[:3] + [good[3].long()], moejit.TensorTypeError),
+                     ([torch.zeros(256, 5).t()] + good[1:], moejit.InputError),
+                     (good[:2] + [torch.zeros(6, 8), good[3]], moejit.InputError)]:
+        with pytest.raises(cls):
+            op(*bad)
+    assert len(calls) == 3 and op.native.last["count"] == 2
