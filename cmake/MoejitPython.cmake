@@ -8,7 +8,13 @@ endif()
 
 set(moejit_python_default OFF)
 set(moejit_python_why "")
-find_package(Python 3.9 COMPONENTS Interpreter Development.Module)
+# NOTE: the stable ABI (one module for every CPython from 3.12 on) needs CMake 3.26's SABIModule;
+# with Debian 12's CMake 3.25 the module is for the one Python version it was built with.
+set(moejit_python_optional)
+if(CMAKE_VERSION VERSION_GREATER_EQUAL 3.26)
+  set(moejit_python_optional OPTIONAL_COMPONENTS Development.SABIModule)
+endif()
+find_package(Python 3.9 COMPONENTS Interpreter Development.Module ${moejit_python_optional})
 if(NOT Python_FOUND)
   set(moejit_python_why "no Python interpreter with its development headers (python3-dev)")
 else()

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The GPU checks, in one call (device tool; nvidia-h200-x2 runs the tp 2 cases too), with the
 # binaries build.sh put in .carry/:
-#   timeout 560 bash bench/device/run_tests.sh [tests|checks|--exhaustive]
+#   timeout 560 bash bench/device/run_tests.sh [tests|checks|python|--exhaustive]
 # tests (the default): every [gpu] test, in two parts; checks: `moejit check` of every shipped
-# spec, `moejit run` against --reference, a compute-sanitizer pass; --exhaustive: the exhaustive
-# checks of the activation's tanh, reciprocal and division (tests/gpu/*.cu, built there with
-# nvcc). One call each. Outputs into $OUT.
+# spec, `moejit run` against --reference, a compute-sanitizer pass; python: the Python package's
+# tests (tests/python: every op against `moejit run`, MoELayer, torch.compile and CUDA graphs;
+# build.sh puts the package in .carry/python) and its per-call overhead (bench/bench_python.py);
+# --exhaustive: the exhaustive checks of the activation's tanh, reciprocal and division
+# (tests/gpu/*.cu, built there with nvcc). One call each. Outputs into $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -36,6 +38,17 @@ elif [ "$what" = checks ]; then
   timeout 60 python3 tests/gpu/run_npy.py --moejit $B/moejit 2>&1 | tail -3
   echo "== compute-sanitizer memcheck"
   timeout 90 compute-sanitizer --tool memcheck $B/moejit check specs/kimi-k3.json --op router,experts_act_masked,tail_tp1,experts_tp8 --tokens 1,33 2>&1 | tail -3
+elif [ "$what" = python ]; then
+  if [ ! -d $B/python/moejit ]; then
+    echo "no $B/python/moejit: bench/device/build.sh builds it where a CPython 3.12 is"
+    exit 1
+  fi
+  echo "== Python package (tests/python)"
+  PYTHONPATH=$B/python MOEJIT_CLI=$B/moejit timeout 360 python3 -m pytest -q -rs -p no:cacheprovider tests/python \
+    > "$OUT/pytest.txt" 2>&1; echo "pytest exit $?"
+  grep -E "passed|failed|^FAILED|^ERROR|^SKIPPED" "$OUT/pytest.txt" | tail -12
+  echo "== Python's cost per call (bench/bench_python.py)"
+  PYTHONPATH=$B/python timeout 120 python3 bench/bench_python.py 2>&1 | tee "$OUT/bench_python.txt" | tail -9
 elif [ "$what" = --exhaustive ]; then
   echo "== exhaustive checks"
   for t in div_rcp_sweep tanh_exhaustive rcp_exhaustive; do
