@@ -125,10 +125,6 @@ def torch_tensor_type():
     return _Torch.tensor
 
 
-def current_torch_stream(device):
-    return _Torch.raw_stream(device)
-
-
 class TensorChecker:
     """The declared tensors of one op and the checks of a call against them."""
 

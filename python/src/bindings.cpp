@@ -162,13 +162,17 @@ class TorchFastPath {
     auto* type = reinterpret_cast<PyTypeObject*>(tensor_type_.ptr());
     for (std::size_t i = 0; i < decls.size(); ++i) {
       PyObject* t = PyTuple_GetItem(tensors.ptr(), static_cast<Py_ssize_t>(i));  // borrowed
+      if (t == Py_None && decls[i].optional) {
+        buffers[i].ptr = nullptr;  // left unbound
+        continue;
+      }
       if (!t || !PyObject_TypeCheck(t, type) || !tensor_fits(t, decls[i], i, tokens, buffers[i].ptr)) {
         if (PyErr_Occurred()) PyErr_Clear();
         return false;
       }
     }
     if (tokens < 0) return false;
-    for (std::size_t i = 0; i < decls.size(); ++i) buffers[i].bytes = decls[i].bytes_for(tokens);
+    for (std::size_t i = 0; i < decls.size(); ++i) buffers[i].bytes = buffers[i].ptr ? decls[i].bytes_for(tokens) : 0;
     nb::object handle = stream_getter_(device_obj_);
     const auto stream = PyLong_AsUnsignedLongLong(handle.ptr());
     if (PyErr_Occurred()) throw nb::python_error();

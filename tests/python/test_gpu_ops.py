@@ -10,6 +10,9 @@ import moejit
 from conftest import SMALL_SPEC, require_torch_cuda
 from gpu_inputs import make_arrays, to_numpy, to_torch
 
+
+pytestmark = pytest.mark.gpu
+
 OPS = ["act_silu", "act_situ_fp32", "act_gelu_fp16", "act_swiglu", "act_masked", "router_softmax", "router_grouped",
        "router_bf16", "experts", "experts_bias", "experts_masked", "tail"]
 TOKENS = [1, 7, 33]

@@ -9,6 +9,8 @@ import moejit
 from conftest import SMALL_SPEC, SOURCE_DIR, require_torch_cuda
 
 
+pytestmark = pytest.mark.gpu
+
 @pytest.fixture(scope="module")
 def ops():
     require_torch_cuda()

@@ -190,3 +190,13 @@ def test_torch_fast_path_checks_in_cpp(monkeypatch):
         with pytest.raises(cls):
             op(*bad)
     assert len(calls) == 3 and op.native.last["count"] == 2
+
+
+def test_torch_fast_path_leaves_optional_tensors_unbound(monkeypatch):
+    from conftest import recording_op
+    tail = recording_op(spec_op("tail"))
+    tail._fast = tail._torch_fast_path()
+    monkeypatch.setattr(tail._checker, "check", lambda *a: pytest.fail("Python's checks ran"))
+    tensors = [None if d.optional else torch.zeros(d.shape_for(3), dtype=torch.bfloat16) for d in tail.tensors()]
+    tail(*tensors)
+    assert [b == (0, 0) for b in tail.native.last["buffers"]] == [d.optional for d in tail.tensors()]
