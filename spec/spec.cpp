@@ -250,13 +250,20 @@ class SpecJson {
   // The pointer of the innermost open container.
   std::string pointer() const {
     std::string p;
-    for (std::size_t i = 0; i + 1 < stack_.size(); ++i) p += "/" + child(stack_[i], /*placed=*/true);
+    for (std::size_t i = 0; i + 1 < stack_.size(); ++i) {
+      p += '/';
+      p += child(stack_[i], /*placed=*/true);
+    }
     return p;
   }
 
   // The pointer of the value being read (not yet placed) in the innermost container.
   std::string pointer_of_child() const {
-    return stack_.empty() ? std::string() : pointer() + "/" + child(stack_.back(), /*placed=*/false);
+    if (stack_.empty()) return {};
+    std::string p = pointer();
+    p += '/';
+    p += child(stack_.back(), /*placed=*/false);
+    return p;
   }
 
   static std::string child(const Frame& f, bool placed) {
