@@ -30,6 +30,7 @@ def ctx():
 
 
 def run_cli(cli, op, arrays, tmp_path):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     args = []
     for d in op.tensors():
         if d.name not in arrays:
