@@ -201,10 +201,10 @@ struct Place {
         q(static_cast<int>(threadIdx.x % 32) % 4) {}
 };
 
-/// The tile this CTA works on, once the kernel before has written the work list; false past its
-/// end (the grid is sized for the most tiles a call can have).
+/// The tile this CTA works on; false past the work list's end (the grid is sized for the most
+/// tiles a call can have). The metadata kernel has finished: GEMM1 waits for it, and GEMM2
+/// starts only once every GEMM1 CTA has.
 __device__ __forceinline__ bool tile_of_block(const ExpertsGemmArgs& a, ExpertsTile& tile) {
-  wait_for_primary();
   if (blockIdx.x >= static_cast<unsigned>(*a.tile_count)) return false;
   tile = a.tiles[blockIdx.x];
   return true;
@@ -229,7 +229,9 @@ __global__ void __launch_bounds__(32 * C::kGroups1 * C::kSplit1) experts_gemm1_k
   constexpr int kBlocks = C::kH / kBlockK / kSplit;
   __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kGroups * 32 * kNB * 4];
   ExpertsTile tile;
+  wait_for_primary();  // the work list
   if (!tile_of_block(a, tile)) return;
+  launch_dependents();  // GEMM2 may start streaming its weights
   const Place<kGroups> p;
   const int group = p.group, split = p.split, g = p.g, q = p.q;
   const int col = blockIdx.y * (8 * kGroups) + 8 * group + g;  // this lane's h column
@@ -255,7 +257,6 @@ __global__ void __launch_bounds__(32 * C::kGroups1 * C::kSplit1) experts_gemm1_k
   }
   float acc[kNB][4] = {};
   stream_mma<T, kNB, kU, kBlocks, C::kWeightOnInput>(a0, a1, b, scale, acc);
-  launch_dependents();
   reduce_splits<kGroups, kSplit, kNB>(acc, scratch);
   if (split != 0) return;
   float gate_bias = 0.0f, up_bias = 0.0f;
@@ -279,6 +280,7 @@ __global__ void __launch_bounds__(32 * C::kGroups1 * C::kSplit1) experts_gemm1_k
 }
 
 /// GEMM2 and the router weight: CTA (tile blockIdx.x, output columns blockIdx.y * 16 kGroups2 ...).
+/// Its first weight blocks load before it waits for GEMM1's h.
 template <class C, int kNB>
 __global__ void __launch_bounds__(32 * C::kGroups2 * C::kSplit2) experts_gemm2_kernel(ExpertsGemmArgs a) {
   static_assert(experts::Checks<C>::ok);
@@ -303,8 +305,10 @@ __global__ void __launch_bounds__(32 * C::kGroups2 * C::kSplit2) experts_gemm2_k
     b[j] = reinterpret_cast<const char*>(static_cast<const T*>(a.x) + static_cast<long long>(tile_row(tile, j, g)) * C::kI + k_offset);
   }
   float acc[kNB][4] = {};
-  stream_mma<T, kNB, kU, kBlocks, false>(a0, a1, b, scale, acc);
-  launch_dependents();
+  stream_mma<T, kNB, kU, kBlocks, false>(a0, a1, b, scale, acc, [] {
+    wait_for_primary();  // h
+    launch_dependents();
+  });
   reduce_splits<kGroups, kSplit, kNB>(acc, scratch);
   if (split != 0) return;
   float bias[2] = {0.0f, 0.0f};

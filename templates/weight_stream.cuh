@@ -60,22 +60,35 @@ struct Fragment {
   unsigned b[kNB][4];
 };
 
+/// No wait: the activations are ready when the kernel starts.
+struct NoWait {
+  __device__ void operator()() const {}
+};
+
 /// acc[j] += A (rows g and g+8 of the warp's 16) x B (n8 block j) over k blocks [0, kBlocks)
-/// from the lane's pointers (already at its k offset); kU blocks in flight.
-template <class T, int kNB, int kU, int kBlocks, bool kScaleB>
+/// from the lane's pointers (already at its k offset); kU blocks in flight. `wait()` runs between
+/// the first blocks' weight loads and their activation loads: weights never depend on the kernel
+/// before, so they stream while it finishes.
+template <class T, int kNB, int kU, int kBlocks, bool kScaleB, class Wait = NoWait>
 __device__ __forceinline__ void stream_mma(const char* a0, const char* a1, const char* const (&b)[kNB],
-                                           const float (&b_scale)[kNB], float (&acc)[kNB][4]) {
+                                           const float (&b_scale)[kNB], float (&acc)[kNB][4], const Wait& wait = {}) {
   constexpr int kBytes = kBlockK * 2;
   Fragment<kNB> f[kU];
-  const auto load = [&](Fragment<kNB>& fr, int kb) {
+  const auto load_a = [&](Fragment<kNB>& fr, int kb) {
     const uint4 x0 = load_streamed(a0 + kb * kBytes), x1 = load_streamed(a1 + kb * kBytes);
     fr.a0[0] = x0.x, fr.a0[1] = x0.y, fr.a0[2] = x0.z, fr.a0[3] = x0.w;
     fr.a1[0] = x1.x, fr.a1[1] = x1.y, fr.a1[2] = x1.z, fr.a1[3] = x1.w;
+  };
+  const auto load_b = [&](Fragment<kNB>& fr, int kb) {
 #pragma unroll
     for (int j = 0; j < kNB; ++j) {
       const uint4 y = load_shared_row(b[j] + kb * kBytes);
       fr.b[j][0] = y.x, fr.b[j][1] = y.y, fr.b[j][2] = y.z, fr.b[j][3] = y.w;
     }
+  };
+  const auto load = [&](Fragment<kNB>& fr, int kb) {
+    load_a(fr, kb);
+    load_b(fr, kb);
   };
   const auto compute = [&](const Fragment<kNB>& fr) {
 #pragma unroll
@@ -92,7 +105,12 @@ __device__ __forceinline__ void stream_mma(const char* a0, const char* a1, const
   };
 #pragma unroll
   for (int u = 0; u < kU; ++u) {
-    if (u < kBlocks) load(f[u], u);
+    if (u < kBlocks) load_a(f[u], u);
+  }
+  wait();
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    if (u < kBlocks) load_b(f[u], u);
   }
   for (int kb = 0; kb < kBlocks; kb += kU) {
 #pragma unroll

@@ -5,20 +5,39 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
+
 namespace moejit::detail {
 
 namespace {
 
-// Warps splitting a GEMM's K so that a small call still keeps enough weight loads in flight:
-// two while every warp keeps at least 16 blocks of 32 (its pipeline stays full), else one.
-int k_splits(int k) { return (k / 32) % 2 == 0 && k / 32 / 2 >= 16 ? 2 : 1; }
-
+// Warps splitting a GEMM's K (k elements, `warps_at_one_token` row-group warps when a call of
+// one token touches topk experts): two while every warp keeps at least 16 blocks of 32 (its
+// pipeline stays full), and more while a one-token call would keep fewer than kDecodeWarps
+// warps streaming (24 an SM of an H200: enough loads in flight to saturate HBM), as long as each
+// keeps 8 blocks.
+constexpr std::int64_t kDecodeWarps = 3072;
+int k_splits(std::int64_t k, std::int64_t warps_at_one_token) {
+  const std::int64_t blocks = k / 32;
+  int split = blocks % 2 == 0 && blocks / 2 >= 16 ? 2 : 1;
+  for (int s = split; s <= 4; ++s) {
+    if (blocks % s != 0 || blocks / s < 8) continue;
+    split = s;
+    if (warps_at_one_token * s >= kDecodeWarps) break;
+  }
+  return split;
+}
 }  // namespace
 
 ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept {
   ExpertsTiling t;
-  t.split1 = k_splits(s.hidden);
-  t.split2 = k_splits(s.intermediate);
+  const std::int64_t experts_at_one_token = s.masked() ? s.num_experts : std::min<std::int64_t>(s.topk, s.num_experts);
+  t.split1 = k_splits(s.hidden, experts_at_one_token * s.intermediate / 8);
+  t.split2 = k_splits(s.intermediate, experts_at_one_token * s.hidden / 16);
+  // At most 256 threads a CTA: more K-split warps take fewer row groups.
+  t.groups1 = t.split1 > 2 ? 2 : 4;
+  t.groups2 = t.split2 > 2 ? 2 : 4;
   return t;
 }
 
