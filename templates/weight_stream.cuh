@@ -22,8 +22,14 @@ __device__ __forceinline__ uint4 load_streamed(const void* p) {
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
-/// 16 bytes of an activation row: read by every CTA of its tile.
-__device__ __forceinline__ uint4 load_shared_row(const void* p) { return __ldg(static_cast<const uint4*>(p)); }
+/// 16 bytes of an activation row: read by every CTA of its tile. A coherent load (the kernel this
+/// one waits for may have written it, which the non-coherent path need not see), volatile so that
+/// it stays after the wait that stream_mma's caller places before it.
+__device__ __forceinline__ uint4 load_shared_row(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+  return v;
+}
 
 template <class T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
