@@ -10,10 +10,11 @@ namespace moejit::detail {
 
 namespace {
 
-// NOTE: ~7 warps an SM of an H200 (132 SMs), each with 8 KB of W in flight, keep the HBM busy.
+// NOTE: not measured yet: ~7 warps an SM of an H200 (132 SMs), each with 8 KB of W in its
+// registers and more asked into L2 ahead, to keep the HBM busy at one token.
 constexpr int kTargetWarps = 896;
-constexpr int kMaxSplit = 8;     // a CTA is at most 8 warps: the n64 kernel holds ~150 registers a thread
-constexpr int kCtaWarps = 8;
+constexpr int kMaxSplit = 8;
+constexpr int kCtaWarps = 8;  // the n64 kernel holds ~170 registers a thread: one 256-thread CTA an SM
 
 }  // namespace
 
