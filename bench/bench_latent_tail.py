@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Latent tail (Kimi-K3: H 7168, L 3584, a shared expert, bf16) on tp GPUs of this machine: moejit's
-paths (`moejit_tail_bench`: fused, base, base striped) beside the tail the way a user would write
+paths (`moejit_tail_bench`: fused, base, base striped; tp 1: base) beside the tail the way a user would write
 it in torch (NCCL all-reduce of the routed latent and of the shared-expert output, rms_norm,
 addmm), in one run, timed alike (20 calls per CUDA graph on each rank, median of 7 replays, max
 over ranks). Floor = the W_up bytes a rank reads (all of W for the full base path, 1/tp for fused
 and striped) over the SM copy measured in the same run.
 
-  python3 bench/bench_latent_tail.py [--tail-bench .carry/moejit_tail_bench] [--tp 2] [--json latent_tail.json]
+  python3 bench/bench_latent_tail.py [--tail-bench .carry/moejit_tail_bench] [--tp 1,2] [--json latent_tail.json]
 """
 import argparse
 import json
@@ -26,7 +26,7 @@ HEADERS = ["tp", "T", "fused us", "x floor", "base us", "x floor", "base striped
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tail-bench", default=".carry/moejit_tail_bench", help="moejit_tail_bench (default: %(default)s)")
-    p.add_argument("--tp", type=common.token_list, default=None, help="TP sizes, comma-separated (default: each of 2, 4, 8 the GPUs here hold)")
+    p.add_argument("--tp", type=common.token_list, default=None, help="TP sizes, comma-separated (default: each of 1, 2, 4, 8 the GPUs here hold; tp 1 is the base path alone)")
     p.add_argument("--tokens", type=common.token_list, default=TOKENS, help="comma-separated (default: %(default)s)")
     p.add_argument("--json", metavar="FILE", help="write every figure here")
     p.add_argument("--no-torch", action="store_true", help="moejit only: skip the torch anchor (not the yardstick)")
@@ -147,9 +147,18 @@ def summary(rows, copy_GBps):
         mine = [x for x in rows if x["tp"] == tp and x["tokens"] <= 16 and x["fused_over_base"]]
         best_base = [x for x in rows if x["tp"] == tp and x["torch_us"] and (x["base_us"] or x["base_striped_us"])]
         behind = [x["tokens"] for x in best_base if min(v for v in (x["base_us"], x["base_striped_us"]) if v) > x["torch_us"]]
+        parts = []
         if mine:
-            lines.append(f"tp {tp}: fused / base at T<=16 {min(x['fused_over_base'] for x in mine):.2f}-"
-                         f"{max(x['fused_over_base'] for x in mine):.2f}" + (f"; base behind torch at T={','.join(map(str, behind))}" if behind else ""))
+            parts.append(f"fused / base at T<=16 {min(x['fused_over_base'] for x in mine):.2f}-{max(x['fused_over_base'] for x in mine):.2f}")
+        if behind:
+            parts.append(f"base behind torch at T={','.join(map(str, behind))}")
+        elif best_base and not mine:
+            parts.append("base no slower than torch at every T")
+        floors = [x["base_x_floor"] for x in rows if x["tp"] == tp and x["base_x_floor"]]
+        if floors and not mine:
+            parts.append(f"base {min(floors):.2f}-{max(floors):.2f}x its floor")
+        if parts:
+            lines.append(f"tp {tp}: " + "; ".join(parts))
     return lines
 
 
@@ -161,9 +170,9 @@ def gpu_count():
 def main(argv=None):
     a = parse_args(argv)
     n = gpu_count()
-    tps = [tp for tp in (a.tp or [2, 4, 8]) if tp <= n]
+    tps = [tp for tp in (a.tp or [1, 2, 4, 8]) if tp <= n]
     if not tps:
-        print(f"latent tail: skipped, {n} GPU(s) here and it needs at least {min(a.tp or [2])}")
+        print(f"latent tail: skipped, {n} GPU(s) here and it needs at least {min(a.tp or [1])}")
         common.write_json(a.json, {"driver": "bench_latent_tail.py", "skipped": f"{n} GPU(s)",
                                    "summary": [f"skipped ({n} GPU)"]})
         return 0

@@ -234,6 +234,13 @@ class LatentTail(unittest.TestCase):
         s = bench_latent_tail.summary(rows, 4000.0)
         self.assertIn("tp 2: fused / base at T<=16", s[1])
         self.assertIn("base behind torch at T=16,64", s[1])
+        # tp 1 has the base path alone: its lead over torch and its floor.
+        one = bench_latent_tail.parse_tail_lines("\n".join(
+            json.dumps({"path": "base", "tp": 1, "tokens": t, "us": 15.0 + t / 8, "w_bytes": 51380224}) for t in (1, 64)))
+        rows = bench_latent_tail.rows_of(1, one, {1: 27.5, 64: 26.7}, 4000.0)
+        self.assertIsNone(rows[0]["fused_us"])
+        s = bench_latent_tail.summary(rows, 4000.0)
+        self.assertIn("tp 1: base no slower than torch at every T; base 1.18-1.79x its floor", s[1])
 
     def test_args(self):
         a = bench_latent_tail.parse_args(["--tp", "2,4"])

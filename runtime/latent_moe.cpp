@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <exception>
 #include <mutex>
 
@@ -29,7 +30,6 @@ namespace {
 using detail::DeviceBuffer;
 using detail::Kernel;
 
-constexpr std::int64_t kGemmChunk = 256;  // tokens per up-projection launch (bounds the split-K workspace)
 constexpr int kExchangeMinBlocks = 16;
 
 // What ranks exchange to reach each other's peer buffers.
@@ -73,12 +73,14 @@ struct LatentMoE::Impl {
   Communicator* comm;
   Communicator* shared_comm;
   int rank = 0;
-  std::shared_ptr<const Kernel> norm_kernel, upproj_kernel;               ///< every tp
+  std::shared_ptr<const Kernel> norm_kernel;                                     ///< every tp
+  std::array<std::shared_ptr<const Kernel>, detail::kTailUpProj.size()> upproj_kernels;  ///< every tp, by token tile
+  detail::TailTiling tiling;
   std::shared_ptr<const Kernel> exchange_kernel, gather_kernel, permute_kernel;  ///< tp > 1
   std::int64_t max_tokens = 0;
   int shard = 0;
   // Base path workspaces.
-  DeviceBuffer ag_routed, ag_shared, latent_sum, latent_norm, slice_out, ag_out, partials, counters;
+  DeviceBuffer ag_routed, ag_shared, latent_sum, latent_norm, slice_out, ag_out;
   // Fused path.
   DeviceBuffer peer_buffer, shared_sum, phase;  // phase: [phase, done]
   TailPeers peers{};
@@ -126,10 +128,6 @@ struct LatentMoE::Impl {
         ag_out = DeviceBuffer(drv, static_cast<std::size_t>(tp * t * shard) * b16);
       }
     }
-    const auto chunk = std::min(t, kGemmChunk);
-    partials = DeviceBuffer(drv, static_cast<std::size_t>(spec.splits() * chunk * h) * sizeof(float));
-    counters = DeviceBuffer(drv, static_cast<std::size_t>(h / 64 * ceil_div(chunk, 64)) * sizeof(unsigned));
-    MOEJIT_CU(drv, cuMemsetD8Async(counters.address(), 0, counters.bytes(), nullptr));
     side = detail::Stream(drv);
     fork = detail::Event(drv, CU_EVENT_DISABLE_TIMING);
     join = detail::Event(drv, CU_EVENT_DISABLE_TIMING);
@@ -240,34 +238,39 @@ struct LatentMoE::Impl {
     const float* shared_sum = nullptr;
     void* out = nullptr;  // null: push to the peers (fused)
     std::int64_t out_ld = 0;
-    bool pdl = false;
   };
 
+  // The smallest token tile that holds the call (past 64 tokens, tiles of 64), launched with
+  // PDL: W streams in while the kernel that writes z (norm or exchange) still runs.
   void upproj(const UpTarget& u, const void* w, std::int64_t tokens, CUstream stream) const {
-    for (std::int64_t t0 = 0; t0 < tokens; t0 += kGemmChunk) {
-      const auto n = std::min(kGemmChunk, tokens - t0);
-      TailUpArgs a{};
-      a.peers = peers;
-      a.z = static_cast<const char*>(latent_norm.ptr()) + t0 * spec.latent * 2;
-      a.w = w;
-      a.shared_parts = u.shared_parts ? static_cast<const char*>(u.shared_parts) + t0 * spec.hidden * 2 : nullptr;
-      a.shared_rank_stride = u.shared_rank_stride;
-      a.shared_sum = u.shared_sum;
-      a.partials = static_cast<float*>(partials.ptr());
-      a.counters = static_cast<unsigned*>(counters.ptr());
-      a.out = u.out ? static_cast<char*>(u.out) + t0 * u.out_ld * 2 : nullptr;
-      a.phase = static_cast<const int*>(phase.ptr());
-      a.tokens = n;
-      a.out_ld = u.out_ld;
-      a.row0 = u.row0;
-      a.rows = u.rows;
-      a.ranks = u.ranks;
-      a.pdl = u.pdl ? 1 : 0;
-      const auto tpad = std::min<std::int64_t>(64, (n + 15) / 16 * 16);
-      const auto smem = static_cast<unsigned>((64 + tpad) * spec.k_block() * 2);
-      const detail::Dim3 grid{static_cast<unsigned>(u.rows / 64), static_cast<unsigned>(spec.splits()), static_cast<unsigned>(ceil_div(n, 64))};
-      upproj_kernel->launch_with_shared(grid, smem, a, stream, u.pdl);
-    }
+    std::size_t size = 0;
+    while (size + 1 < detail::kTailUpProjTokens.size() && tokens > detail::kTailUpProjTokens[size]) ++size;
+    TailUpArgs a{};
+    a.peers = peers;
+    a.z = latent_norm.ptr();
+    a.w = w;
+    a.shared_parts = u.shared_parts;
+    a.shared_sum = u.shared_sum;
+    a.out = u.out;
+    a.phase = static_cast<const int*>(phase.ptr());
+    a.tokens = tokens;
+    a.shared_rank_stride = u.shared_rank_stride;
+    a.out_ld = u.out_ld;
+    a.row0 = u.row0;
+    a.rows = u.rows;
+    a.ranks = u.ranks;
+    a.prefetch_bytes = prefetch_bytes(u.rows);
+    const detail::Dim3 grid{static_cast<unsigned>(ceil_div(tokens, detail::kTailUpProjTokens[size])),
+                            static_cast<unsigned>(u.rows / (16 * tiling.groups)), 1};
+    upproj_kernels[size]->launch(grid, a, stream, /*pdl=*/true);
+  }
+
+  // How far ahead of its loads each warp of the up projection asks its W rows into L2: first
+  // while the kernel before it runs (the HBM is idle then), then as it streams; a quarter of the
+  // L2 in all, so that nothing is evicted before it is read.
+  int prefetch_bytes(int rows) const noexcept {
+    const auto ranges = static_cast<std::int64_t>(rows) * tiling.split;
+    return static_cast<int>(static_cast<std::int64_t>(ctx.device().l2_bytes) / 4 / ranges / 64 * 64);
   }
 
   void copy_out(const Buffer& dst, const DeviceBuffer& src, std::int64_t tokens, CUstream stream) const {
@@ -291,8 +294,8 @@ struct LatentMoE::Impl {
   // projection pushed to every rank, then the gather of the stripes; the last two with PDL.
   void run_fused(const CallBuffers& c, std::int64_t tokens, CUstream stream) const {
     launch_exchange(c, tokens, stream);
-    upproj({.row0 = rank * shard, .rows = shard, .shared_sum = spec.shared_expert ? static_cast<const float*>(shared_sum.ptr()) : nullptr,
-            .pdl = true}, c.w, tokens, stream);
+    upproj({.row0 = rank * shard, .rows = shard, .shared_sum = spec.shared_expert ? static_cast<const float*>(shared_sum.ptr()) : nullptr},
+           c.w, tokens, stream);
     launch_gather(c.out, tokens, stream);
   }
 
@@ -396,9 +399,11 @@ LatentMoE::LatentMoE(Context& context, std::shared_ptr<const OpSpec> op, Communi
     kernel->set_block({threads, 1, 1}, shared);
     return kernel;
   };
-  const unsigned gemm_shared = static_cast<unsigned>(128 * spec->k_block() * 2);  // 64 W rows + 64 tokens
+  m.tiling = detail::latent_tail_tiling(*spec);
   m.norm_kernel = load(detail::kTailNorm, 256, 0);
-  m.upproj_kernel = load(detail::kTailUpProj, 128, gemm_shared);
+  for (std::size_t i = 0; i < m.upproj_kernels.size(); ++i) {
+    m.upproj_kernels[i] = load(detail::kTailUpProj[i], static_cast<unsigned>(32 * m.tiling.groups * m.tiling.split), 0);
+  }
   if (spec->tp_size > 1) {
     m.exchange_kernel = load(detail::kTailExchange, 256, 0);
     m.gather_kernel = load(detail::kTailGather, 256, 0);

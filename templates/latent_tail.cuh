@@ -7,10 +7,14 @@
 //   tail_norm_kernel      base path: rank-order sum of all-gathered partials + RMSNorm
 //   tail_exchange_kernel  fused path: one-shot exchange over peer buffers + the same RMSNorm,
 //                         and a reduce-scatter of the shared partials (each rank sums its shard)
-//   tail_upproj_kernel    z W^T over a slice of W's rows, split over K with a fixed-order
-//                         reduction, S added on the fp32 accumulator, one rounding; writes out
-//                         directly (base) or pushes the slice to every rank (fused); starts
-//                         streaming W before the previous kernel ends (programmatic launch)
+//   tail_upproj_kernel    z W^T over a slice of W's rows by the weight streamer
+//                         (weight_stream.cuh): a warp streams 16 W rows into mma fragments
+//                         against up to 64 tokens of z (8, 16, 32 or 64 compiled, picked per
+//                         call; more tokens take more CTAs), kSplit warps of a CTA split L and
+//                         their partial sums are added in split order in shared memory, S on the
+//                         fp32 sum, one rounding; writes out directly (base) or pushes the slice
+//                         to every rank (fused). W's first blocks are loaded (and the next asked
+//                         into L2) before it waits for the kernel that writes z
 //   tail_gather_kernel    fused path: assembles [T, H] from the pushed slices
 //   tail_permute_kernel   striped base path: [tp, T, H/tp] slices -> [T, H]
 // Peer slots are empty while they hold -0.0; senders turn -0.0 into +0.0. Every spin is
@@ -18,20 +22,19 @@
 // on the device (3 phases) lets a fast rank run one call ahead without overwriting slots a slow
 // rank still reads, and lets CUDA graphs replay without host state.
 //
-// Config (generated): kH, kL, kTP, kShared, kEps, kSlotTokens, kKBlock, kSplits.
+// Config (generated): kH, kL, kTP, kShared, kEps, kSlotTokens, kSplit, kGroups.
 
 #include "common.cuh"
 #include "latent_tail_args.h"
+#include "weight_stream.cuh"
 
 namespace moejit {
 namespace tail {
 
 using bf16 = __nv_bfloat16;
 inline constexpr int kPhases = 3;
-inline constexpr int kThreads = 256;       // norm, exchange, gather, permute
-inline constexpr int kGemmThreads = 128;   // up projection: 4 warps x 16 rows
-inline constexpr int kGemmRows = 64;
-inline constexpr int kTokenTile = 64;
+inline constexpr int kThreads = 256;  // norm, exchange, gather, permute
+inline constexpr int kTokenTile = 64;  // the most tokens an up-projection CTA takes
 inline constexpr unsigned kEmpty2 = 0x80008000u;  // two empty bf16 slots
 
 template <class C>
@@ -59,7 +62,9 @@ template <class C>
 struct TailChecks {
   static_assert(C::kTP >= 1 && C::kTP <= kTailMaxRanks, "1 to 8 ranks");
   static_assert(C::kL % 64 == 0 && C::kH % 64 == 0, "H and L are multiples of 64 (GEMM tiles)");
-  static_assert(C::kKBlock % 64 == 0 && C::kKBlock * C::kSplits == C::kL, "K splits cover L");
+  static_assert(C::kSplit >= 1 && (C::kL / wstream::kBlockK) % C::kSplit == 0, "K splits into whole 32-wide blocks");
+  static_assert((C::kGroups == 1 || C::kGroups == 2 || C::kGroups == 4) && C::kGroups * C::kSplit <= 8,
+                "16 kGroups rows divide every 64-row slice; a CTA of at most 8 warps");
   static_assert(C::kSlotTokens >= 1 && C::kSlotTokens <= kTokenTile, "the fused path holds at most 64 tokens");
   static constexpr bool ok = true;
 };
@@ -181,36 +186,13 @@ __device__ __forceinline__ void norm_row(long long t, int ranks, Load&& load, co
   __syncthreads();  // s_row is reused by the block's next row
 }
 
-// ---- GEMM building blocks (mma.sync m16n8k16 bf16 -> fp32) --------------------------------
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-/// Element offset of (row, 16-byte chunk) in a swizzled tile of `chunks` chunks per row: the
-/// XOR spreads the 8 rows an ldmatrix reads over all banks.
-__device__ __forceinline__ int swizzle(int row, int chunk, int chunks) {
-  return row * chunks * 8 + ((chunk & ~7) | ((chunk ^ row) & 7)) * 8;
-}
-
 }  // namespace tail
 
 // ---- base path: rank-order sum of all-gathered partials + RMSNorm, one block per token ------
 template <class C>
 __global__ void __launch_bounds__(tail::kThreads) tail_norm_kernel(TailNormArgs a) {
   static_assert(tail::TailChecks<C>::ok);
+  launch_dependents();  // the up projection may start streaming W now
   const long long t = blockIdx.x;
   const uint4* parts = static_cast<const uint4*>(a.routed);
   const long long stride = a.routed_rank_stride / 8;
@@ -275,109 +257,217 @@ __global__ void __launch_bounds__(tail::kThreads, 1) tail_exchange_kernel(TailNo
   }
 }
 
-// ---- the up projection ---------------------------------------------------------------------
-// Block: 64 rows of W x one token tile x one K split. W is fetched before waiting on the
-// producer of z; both tiles live whole in shared memory (swizzled), 4 warps x 16 rows.
-template <class C>
-__global__ void __launch_bounds__(tail::kGemmThreads) tail_upproj_kernel(TailUpArgs a) {
+// ---- the up projection: the weight streamer (weight_stream.cuh) -----------------------------
+namespace tail {
+
+using wstream::kBlockK;
+
+// NOTE: a warp's [tokens][16 rows] fp32 tile with rows padded to 20 floats: a C fragment's
+// stores (token 2q + i, row g) land at 8q + g (mod 32), every bank once.
+inline constexpr int kTileStride = 20;
+
+constexpr int pow2_at_most(int x) { return x >= 8 ? 8 : x >= 4 ? 4 : x >= 2 ? 2 : 1; }
+
+/// Blocks of 32 k a warp keeps in flight: of W (kA, 1 KB a warp each; loaded before the wait for
+/// z) and of z ahead of use (kB; fewer with more n8 blocks, whose B fragments take registers).
+/// Past those, W is asked into L2 ahead of the loads (stream_upproj), which no register holds.
+template <int kNB, int kBlocks>
+struct Ring {
+  static constexpr int kWant = kNB >= 8 ? 4 : 8;  // NOTE: 6 beside the 64 tokens' B fragments take 250 registers
+  static constexpr int kA = kBlocks >= kWant ? kWant : pow2_at_most(kBlocks);
+  static constexpr int kWantB = kNB == 1 ? 8 : kNB == 2 ? 4 : 2;
+  static constexpr int kB = kWantB < kA ? kWantB : kA;
+  static_assert(kA % kB == 0, "z's ring turns with W's");
+};
+
+// NOTE: asm volatile keeps the loads where they are written: W's first blocks before
+// griddepcontrol.wait, z's after it (a plain load: z is written by the kernel this one waits for,
+// which the non-coherent path may not see; L1 still serves the CTA's other row groups).
+__device__ __forceinline__ uint4 load_w(const char* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint4 load_z(const char* p) {
+  uint4 v;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+/// Asks `bytes` (a multiple of 16) from p (16-byte aligned) into L2, without waiting.
+__device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+
+/// acc[j] += W rows g, g + 8 (a0, a1) x z rows of n8 block j (b[j]) over k blocks [0, kBlocks),
+/// the k order permuted inside each block as wstream::stream_mma does (lane quad q holds k
+/// 8q..8q+7 of A and B alike). W's first kA blocks are loaded, and the next `ahead` bytes of its
+/// two rows asked into L2 where `lead`, before the wait for the kernel that writes z; each turn
+/// of the ring then asks the next kA blocks into L2, `ahead` bytes past its loads.
+template <int kNB, int kBlocks>
+__device__ __forceinline__ void stream_upproj(const char* a0, const char* a1, const char* const (&b)[kNB], bool lead, int ahead,
+                                              float (&acc)[kNB][4]) {
+  using R = Ring<kNB, kBlocks>;
+  constexpr int kBytes = kBlockK * 2;
+  unsigned wa[R::kA][8];
+  unsigned zb[R::kB][kNB][4];
+  const auto load_a = [&](unsigned (&f)[8], int kb) {
+    const uint4 x0 = load_w(a0 + kb * kBytes), x1 = load_w(a1 + kb * kBytes);
+    f[0] = x0.x, f[1] = x0.y, f[2] = x0.z, f[3] = x0.w;
+    f[4] = x1.x, f[5] = x1.y, f[6] = x1.z, f[7] = x1.w;
+  };
+  const auto load_b = [&](unsigned (&f)[kNB][4], int kb) {
+#pragma unroll
+    for (int j = 0; j < kNB; ++j) {
+      const uint4 y = load_z(b[j] + kb * kBytes);
+      f[j][0] = y.x, f[j][1] = y.y, f[j][2] = y.z, f[j][3] = y.w;
+    }
+  };
+  const auto to_l2 = [&](int from, int bytes) {  // byte offsets in the warp's K range
+    bytes = min(bytes, kBlocks * kBytes - from);
+    if (lead && bytes > 0) {
+      prefetch_l2(a0 + from, bytes);
+      prefetch_l2(a1 + from, bytes);
+    }
+  };
+#pragma unroll
+  for (int u = 0; u < R::kA; ++u) load_a(wa[u], u);
+  to_l2(R::kA * kBytes, ahead);
+  wait_for_primary();
+#pragma unroll
+  for (int u = 0; u < R::kB; ++u) load_b(zb[u], u);
+  for (int kb = 0; kb < kBlocks; kb += R::kA) {
+    if (ahead > 0) to_l2((kb + R::kA) * kBytes + ahead, R::kA * kBytes);
+#pragma unroll
+    for (int u = 0; u < R::kA; ++u) {
+      const int blk = kb + u;
+      if (blk >= kBlocks) break;
+#pragma unroll
+      for (int j = 0; j < kNB; ++j) {
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          const unsigned a[4] = {wa[u][2 * s], wa[u][4 + 2 * s], wa[u][2 * s + 1], wa[u][5 + 2 * s]};
+          wstream::mma_16816<bf16>(acc[j], a, zb[u % R::kB][j][2 * s], zb[u % R::kB][j][2 * s + 1]);
+        }
+      }
+      if (blk + R::kA < kBlocks) load_a(wa[u], blk + R::kA);
+      if (blk + R::kB < kBlocks) load_b(zb[u % R::kB], blk + R::kB);
+    }
+  }
+}
+
+/// 8 bf16 from p into fp32, one 16-byte load where p allows it.
+__device__ __forceinline__ void load8(const bf16* p, float (&v)[8]) {
+  if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+    const uint4 x = *reinterpret_cast<const uint4*>(p);
+    const unsigned w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[2 * i] = lo_of(w[i]), v[2 * i + 1] = hi_of(w[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = __bfloat162float(p[i]);
+  }
+}
+/// 8 packed bf16 to p, one 16-byte store where p allows it.
+__device__ __forceinline__ void store8(bf16* p, uint4 x) {
+  if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+    *reinterpret_cast<uint4*>(p) = x;
+  } else {
+    const unsigned w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      p[2 * i] = __ushort_as_bfloat16(static_cast<unsigned short>(w[i] & 0xffffu));
+      p[2 * i + 1] = __ushort_as_bfloat16(static_cast<unsigned short>(w[i] >> 16));
+    }
+  }
+}
+
+}  // namespace tail
+
+// Block: kGroups warps of 16 W rows x kSplit warps splitting L, over 8 kNB tokens (blockIdx.x)
+// and 16 kGroups rows of the slice (blockIdx.y). Each warp leaves its partial sums in shared
+// memory as a [token][row] tile; then every thread takes 8 rows of one token: the splits' sums
+// in split order, + S, one rounding, one 16-byte store (or one a peer).
+template <class C, int kNB>
+__global__ void __launch_bounds__(32 * C::kGroups * C::kSplit) tail_upproj_kernel(TailUpArgs a) {
   using namespace tail;
   using L = Layout<C>;
   static_assert(TailChecks<C>::ok);
-  constexpr int kKB = C::kKBlock;
-  constexpr int kChunks = kKB / 8;
-  extern __shared__ __align__(128) unsigned char smem[];
-  bf16* s_w = reinterpret_cast<bf16*>(smem);
-  bf16* s_z = s_w + kGemmRows * kKB;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid / 32, lane = tid % 32;
-  const int tile = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
-  const long long t0 = static_cast<long long>(blockIdx.z) * kTokenTile;
-  const int tcount = static_cast<int>(min(static_cast<long long>(kTokenTile), a.tokens - t0));
-  const int tpad = (tcount + 15) & ~15;
-  const int k0 = split * kKB;
-  const bf16* w = static_cast<const bf16*>(a.w) + static_cast<long long>(a.row0 + tile * kGemmRows) * C::kL + k0;
-  const bf16* z = static_cast<const bf16*>(a.z) + t0 * C::kL + k0;
+  constexpr int kGroups = C::kGroups, kSplit = C::kSplit, kTokens = 8 * kNB;
+  constexpr int kBlocks = C::kL / kBlockK / kSplit;
+  constexpr int kTile = kTokens * kTileStride;  // floats of one warp's tile
+  __shared__ __align__(16) float s_tile[kSplit * kGroups * kTile];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int group = warp % kGroups, split = warp / kGroups, g = lane / 4, q = lane % 4;
+  const long long t0 = static_cast<long long>(blockIdx.x) * kTokens;
+  const int col0 = static_cast<int>(blockIdx.y) * 16 * kGroups;  // the CTA's first row, in the slice
+  const long long k_offset = static_cast<long long>(split) * kBlocks * kBlockK + 8 * q;
+  const bf16* w = static_cast<const bf16*>(a.w) + static_cast<long long>(a.row0 + col0 + 16 * group + g) * C::kL + k_offset;
+  const bf16* z = static_cast<const bf16*>(a.z);
+  const char* b[kNB];
+#pragma unroll
+  for (int j = 0; j < kNB; ++j) {
+    const long long t = t0 + 8 * j + g;  // past the tokens: the tile's first, never stored
+    b[j] = reinterpret_cast<const char*>(z + (t < a.tokens ? t : t0) * C::kL + k_offset);
+  }
+  // Only the first token tile asks W into L2: the others (next in the grid) find it there.
+  float acc[kNB][4] = {};
+  stream_upproj<kNB, kBlocks>(reinterpret_cast<const char*>(w), reinterpret_cast<const char*>(w + 8LL * C::kL), b, q == 0,
+                              blockIdx.x == 0 ? a.prefetch_bytes : 0, acc);
+  launch_dependents();
 
-  // Weights first: they do not depend on the previous kernel.
-  for (int i = tid; i < kGemmRows * kChunks; i += kGemmThreads) {
-    const int r = i / kChunks, c = i % kChunks;
-    cp_async16(s_w + swizzle(r, c, kChunks), w + static_cast<long long>(r) * C::kL + c * 8, 16);
+  float* tile = s_tile + (split * kGroups + group) * kTile;
+#pragma unroll
+  for (int j = 0; j < kNB; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) tile[(8 * j + 2 * q + i % 2) * kTileStride + g + 8 * (i / 2)] = acc[j][i];
   }
-  asm volatile("cp.async.commit_group;" ::: "memory");
-  if (a.pdl) wait_for_primary();
-  for (int i = tid; i < tpad * kChunks; i += kGemmThreads) {
-    const int r = i / kChunks, c = i % kChunks;
-    const bool valid = r < tcount;
-    cp_async16(s_z + swizzle(r, c, kChunks), z + static_cast<long long>(valid ? r : 0) * C::kL + c * 8, valid ? 16 : 0);
-  }
-  cp_async_wait_all();
   __syncthreads();
 
-  float acc[8][4];
-#pragma unroll
-  for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-  const int a_row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-  const int b_row = (lane % 8) + (lane / 16) * 8;
-#pragma unroll 4
-  for (int ks = 0; ks < kKB / 16; ++ks) {
-    unsigned af[4];
-    ldmatrix_x4(af, s_w + swizzle(a_row, ks * 2 + lane / 16, kChunks));
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      if (np * 16 >= tpad) break;
-      unsigned bf[4];
-      ldmatrix_x4(bf, s_z + swizzle(np * 16 + b_row, ks * 2 + (lane / 8) % 2, kChunks));
-      mma(acc[2 * np], af, bf[0], bf[1]);
-      mma(acc[2 * np + 1], af, bf[2], bf[3]);
-    }
-  }
-
-  // Partial sums of this split, then the last split's block reduces them in split order.
-  const int g = lane / 4, c2 = (lane % 4) * 2;
-  const long long rows = a.rows;
-  auto part_index = [&](int s, long long t, int r) { return (static_cast<long long>(s) * a.tokens + t) * rows + tile * kGemmRows + r; };
-#pragma unroll
-  for (int n = 0; n < 8; ++n) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int tt = n * 8 + c2 + (i % 2);
-      const int r = warp * 16 + g + (i / 2) * 8;
-      if (tt < tcount) a.partials[part_index(split, t0 + tt, r)] = acc[n][i];
-    }
-  }
-  __threadfence();
-  __syncthreads();
-  __shared__ unsigned s_last;
-  unsigned* counter = a.counters + static_cast<long long>(tile) * gridDim.z + blockIdx.z;
-  if (tid == 0) s_last = atomicAdd(counter, 1u) == static_cast<unsigned>(C::kSplits - 1);
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
   const int phase = a.out ? 0 : *a.phase;
-  for (int e = tid; e < kGemmRows * tcount; e += kGemmThreads) {
-    const int r = e % kGemmRows;
-    const long long t = t0 + e / kGemmRows;
-    float v = 0.0f;
-    for (int s = 0; s < C::kSplits; ++s) v = add(v, __ldcg(a.partials + part_index(s, t, r)));
-    const long long row = a.row0 + tile * kGemmRows + r;  // in W, and the column of out
-    if (a.shared_sum) {
-      v = add(v, a.shared_sum[t * rows + tile * kGemmRows + r]);
-    } else if (a.shared_parts) {
-      float s = 0.0f;
-      const bf16* parts = static_cast<const bf16*>(a.shared_parts);
-      for (int q = 0; q < a.ranks; ++q) s = add(s, __bfloat162float(parts[q * a.shared_rank_stride + t * C::kH + row]));
-      v = add(v, s);
-    }
-    const bf16 o = __float2bfloat16_rn(v);
-    if (a.out) {
-      static_cast<bf16*>(a.out)[t * a.out_ld + a.out_col0 + tile * kGemmRows + r] = o;
-    } else {
-      const bf16 clean = __ushort_as_bfloat16(__bfloat16_as_ushort(o) == 0x8000 ? 0 : __bfloat16_as_ushort(o));
+  constexpr int kChunks = 2 * kGroups * kTokens;  // (token, group, half): 8 rows each
+  for (int c = static_cast<int>(threadIdx.x); c < kChunks; c += 32 * kGroups * kSplit) {
+    const int half = c % 2, grp = (c / 2) % kGroups, tt = c / (2 * kGroups);
+    const long long t = t0 + tt;
+    if (t >= a.tokens) continue;
+    float v[8];
 #pragma unroll
-      for (int j = 0; j < C::kTP; ++j) L::out(a.peers.base[j], phase)[t * C::kH + row] = clean;
+    for (int s = 0; s < kSplit; ++s) {
+      const float4* p = reinterpret_cast<const float4*>(s_tile + (s * kGroups + grp) * kTile + tt * kTileStride + 8 * half);
+      const float4 x = p[0], y = p[1];
+      const float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = s == 0 ? f[e] : add(v[e], f[e]);
+    }
+    const int col = col0 + 16 * grp + 8 * half;  // in the slice
+    const long long row = a.row0 + col;          // in W, and the column of out
+    if (a.shared_sum) {
+      const float4* p = reinterpret_cast<const float4*>(a.shared_sum + t * a.rows + col);
+      const float4 x = p[0], y = p[1];
+      const float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = add(v[e], f[e]);
+    } else if (a.shared_parts) {
+      float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      const bf16* parts = static_cast<const bf16*>(a.shared_parts) + t * C::kH + row;
+      for (int r = 0; r < a.ranks; ++r) {
+        float f[8];
+        load8(parts + r * a.shared_rank_stride, f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sum[e] = add(sum[e], f[e]);
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = add(v[e], sum[e]);
+    }
+    const uint4 o = sanitize8(round8(v));  // -0.0 out as +0.0 on every path: it marks an empty peer slot
+    if (a.out) {
+      store8(static_cast<bf16*>(a.out) + t * a.out_ld + col, o);
+    } else {
+#pragma unroll
+      for (int j = 0; j < C::kTP; ++j) *reinterpret_cast<uint4*>(L::out(a.peers.base[j], phase) + t * C::kH + row) = o;
     }
   }
-  if (tid == 0) *counter = 0;  // ready for the next launch (and graph replay)
 }
 
 // ---- fused path, kernel 3: assemble [T, H] from every rank's pushed slices ------------------

@@ -39,18 +39,15 @@ struct TailUpArgs {
   const void* w;            // [H, L] bf16
   const void* shared_parts; // base: [ranks, T, H] bf16 partials summed in rank order; or null
   const float* shared_sum;  // fused: [T, rows] fp32; or null
-  float* partials;          // [splits, T, rows] fp32
-  unsigned* counters;       // one per (row tile, token tile)
-  void* out;                // direct output, or null to push into every rank's out slots
+  void* out;                // direct output [T, out_ld] from W row row0 on, or null to push into every rank's out slots
   const int* phase;         // push mode: this rank's phase counter
   long long tokens;
   long long shared_rank_stride;  // base: elements between ranks' shared partials
   long long out_ld;         // direct: elements between rows of out
-  long long out_col0;       // direct: column of row0 in out
   int row0;
   int rows;
   int ranks;                // shared partials to sum (base)
-  int pdl;                  // 1: wait for the previous kernel before reading z
+  int prefetch_bytes;       // how far ahead of its loads a warp asks its W rows into L2 (bytes); 0: never
 };
 
 /// The consumer of the fused path: assembles [T, H] from the out slots.

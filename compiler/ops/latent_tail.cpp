@@ -2,21 +2,53 @@
 
 #include "compiler/codegen.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 namespace moejit::detail {
+
+namespace {
+
+// NOTE: not measured yet: ~7 warps an SM of an H200 (132 SMs), each with 8 KB of W in its
+// registers and more asked into L2 ahead, to keep the HBM busy at one token.
+constexpr int kTargetWarps = 896;
+constexpr int kMaxSplit = 8;
+constexpr int kCtaWarps = 8;  // the n64 kernel holds ~170 registers a thread: one 256-thread CTA an SM
+
+}  // namespace
+
+TailTiling latent_tail_tiling(const LatentTailSpec& s) noexcept {
+  // The rows one launch streams on the paths that matter: a rank's stripe when it has one.
+  const int rows = s.tp_size > 1 && s.striped_possible() ? s.hidden / s.tp_size : s.hidden;
+  const int row_warps = rows / 16, blocks = s.latent / 32;
+  TailTiling t;
+  for (int split = 1; split <= kMaxSplit; split *= 2) {
+    if (blocks % split) break;
+    t.split = split;
+    if (row_warps * split >= kTargetWarps) break;
+  }
+  t.groups = std::min(4, kCtaWarps / t.split);
+  return t;
+}
 
 std::vector<Contract> latent_tail_contracts(const OpSpec& op, std::string_view arch) {
   const auto& s = dynamic_cast<const LatentTailSpec&>(op);
+  const auto t = latent_tail_tiling(s);
   Contract c("latent_tail", std::string(arch), "latent_tail.cuh");
   const bool multi = s.tp_size > 1;
+  std::string kernels(kTailNorm);
+  for (auto role : kTailUpProj) kernels += fmt::format(",{}", role);
+  if (multi) kernels += fmt::format(",{},{},{}", kTailExchange, kTailGather, kTailPermute);
   c.set("tp_size", std::to_string(s.tp_size))
       .set("hidden", std::to_string(s.hidden))
       .set("latent", std::to_string(s.latent))
       .set("eps", canonical_float(s.eps))
       .set("shared_expert", s.shared_expert ? "true" : "false")
       .set("slot_tokens", std::to_string(s.slot_tokens()))
-      .set("k_block", std::to_string(s.k_block()))
-      .set("splits", std::to_string(s.splits()))
-      .set("kernels", multi ? "norm,upproj,exchange,gather,permute" : "norm,upproj");
+      .set("split", std::to_string(t.split))
+      .set("groups", std::to_string(t.groups))
+      .set("kernels", kernels);
   StubBuilder stub("latent_tail.cuh");
   stub.constant("int", "kH", std::to_string(s.hidden))
       .constant("int", "kL", std::to_string(s.latent))
@@ -24,17 +56,18 @@ std::vector<Contract> latent_tail_contracts(const OpSpec& op, std::string_view a
       .flag("kShared", s.shared_expert)
       .real("kEps", s.eps)
       .constant("int", "kSlotTokens", std::to_string(s.slot_tokens()))
-      .constant("int", "kKBlock", std::to_string(s.k_block()))
-      .constant("int", "kSplits", std::to_string(s.splits()));
-  std::vector<StubBuilder::Kernel> kernels = {
-      {std::string(kTailNorm), "moejit::tail_norm_kernel", "moejit::TailNormArgs"},
-      {std::string(kTailUpProj), "moejit::tail_upproj_kernel", "moejit::TailUpArgs"}};
-  if (multi) {
-    kernels.push_back({std::string(kTailExchange), "moejit::tail_exchange_kernel", "moejit::TailNormArgs"});
-    kernels.push_back({std::string(kTailGather), "moejit::tail_gather_kernel", "moejit::TailGatherArgs"});
-    kernels.push_back({std::string(kTailPermute), "moejit::tail_permute_kernel", "moejit::TailPermuteArgs"});
+      .constant("int", "kSplit", std::to_string(t.split))
+      .constant("int", "kGroups", std::to_string(t.groups));
+  std::vector<StubBuilder::Kernel> list = {{std::string(kTailNorm), "moejit::tail_norm_kernel", "moejit::TailNormArgs"}};
+  for (std::size_t i = 0; i < kTailUpProj.size(); ++i) {
+    list.push_back({std::string(kTailUpProj[i]), fmt::format("moejit::tail_upproj_kernel<{}>", kTailUpProjTokens[i] / 8), "moejit::TailUpArgs"});
   }
-  stub.emit(c, kernels);
+  if (multi) {
+    list.push_back({std::string(kTailExchange), "moejit::tail_exchange_kernel", "moejit::TailNormArgs"});
+    list.push_back({std::string(kTailGather), "moejit::tail_gather_kernel", "moejit::TailGatherArgs"});
+    list.push_back({std::string(kTailPermute), "moejit::tail_permute_kernel", "moejit::TailPermuteArgs"});
+  }
+  stub.emit(c, list);
   return {c};
 }
 

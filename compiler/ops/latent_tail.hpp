@@ -1,19 +1,31 @@
 #pragma once
-// The latent tail's contract (templates/latent_tail.cuh).
+// The latent tail's contract (templates/latent_tail.cuh) and the up projection's tiling.
 
 #include <moejit/contract.hpp>
 
 #include "spec/ops/latent_tail.hpp"
 
+#include <array>
 #include <string_view>
 #include <vector>
 
 namespace moejit::detail {
 
+/// The up projection's tiling (part of the contract): a CTA is `groups` warps of 16 W rows times
+/// `split` warps splitting K. The split fixes the order of the sums, so it depends on the spec
+/// alone and every path (base, striped, fused) of one spec gives the same bits.
+struct TailTiling {
+  int split = 1;   ///< warps splitting L, their partial sums added in split order
+  int groups = 4;  ///< warps of 16 W rows a CTA
+};
+TailTiling latent_tail_tiling(const LatentTailSpec& s) noexcept;
+
 /// Kernel roles of a latent-tail contract: RMSNorm (and the fused path's reduce), the up
-/// projection, and for tp > 1 the fused path's exchange, the base path's gather and permute.
+/// projection at four token-tile sizes (picked per call), and for tp > 1 the fused path's
+/// exchange, the base path's gather and permute.
 inline constexpr std::string_view kTailNorm = "norm";
-inline constexpr std::string_view kTailUpProj = "upproj";
+inline constexpr std::array<std::string_view, 4> kTailUpProj = {"upproj_n8", "upproj_n16", "upproj_n32", "upproj_n64"};
+inline constexpr std::array<int, 4> kTailUpProjTokens = {8, 16, 32, 64};  ///< tokens a CTA of each size takes
 inline constexpr std::string_view kTailExchange = "exchange";
 inline constexpr std::string_view kTailGather = "gather";
 inline constexpr std::string_view kTailPermute = "permute";

@@ -69,15 +69,6 @@ int LatentTailSpec::slot_tokens() const noexcept {
   return static_cast<int>(std::min<std::int64_t>(max_tokens_, kFusedMaxTokens));
 }
 
-int LatentTailSpec::k_block() const noexcept {
-  // The smallest split of K into 64-multiples that keeps a block's W tile <= 64 KB (512 of K).
-  const int tiles = latent / 64;
-  for (int splits = 1; splits <= tiles; ++splits) {
-    if (tiles % splits == 0 && latent / splits <= 512) return latent / splits;
-  }
-  return 64;
-}
-
 std::int64_t LatentTailSpec::peer_elements() const noexcept {
   if (!fused_possible()) return 0;
   const std::int64_t slots = slot_tokens();

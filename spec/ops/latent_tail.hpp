@@ -51,10 +51,6 @@ struct LatentTailSpec final : OpSpec {
   bool striped_possible() const noexcept;
   /// Tokens the fused path's peer slots hold.
   int slot_tokens() const noexcept;
-  /// K per split of the up projection and the number of splits (the same for every path, so
-  /// every path sums in the same order).
-  int k_block() const noexcept;
-  int splits() const noexcept { return latent / k_block(); }
   /// Elements (bf16) of one rank's peer-buffer allocation.
   std::int64_t peer_elements() const noexcept;
 };

@@ -1,10 +1,11 @@
 // The latent tail on the CPU: spec validation, every kernel compiled for tp 1/2/4/8 on sm_90a
-// and sm_100a, the tp-dependent sizes (peer slots, stripes, splits), and the reference's
-// reduce-before-norm order.
+// and sm_100a, the tp-dependent sizes (peer slots, stripes, the up projection's tiling), and the
+// reference's reduce-before-norm order.
 #include <moejit/error.hpp>
 #include <moejit/spec.hpp>
 
 #include "cache/warmup.hpp"
+#include "compiler/ops/latent_tail.hpp"
 #include "spec/ops/latent_tail.hpp"
 #include "reference/latent_tail.hpp"
 #include "reference/numeric.hpp"
@@ -62,8 +63,11 @@ TEST_CASE("tp-dependent sizes are parameterized on tp: 2, 4 and 8", "[latent_tai
     const auto s = tail(fmt::format(R"("tp_size": {}, "hidden": 7168, "latent": 3584, "max_tokens": 16)", tp));
     const auto& op = as(s);
     INFO("tp " << tp);
-    CHECK(op.k_block() == 512);
-    CHECK(op.splits() == 7);
+    // K splits so that a rank's stripe keeps ~896 warps streaming (at most 8 splits), in CTAs of 8 warps.
+    const auto tiling = detail::latent_tail_tiling(op);
+    CHECK(tiling.split == (tp == 1 ? 2 : tp == 2 ? 4 : 8));
+    CHECK(tiling.groups * tiling.split == 8);
+    CHECK(contracts(op, "sm_90a").front().get("split") == std::to_string(tiling.split));
     // Stripes tile H exactly, in rank order, in 64-row tiles.
     int next = 0;
     for (int r = 0; r < tp; ++r) {
@@ -82,7 +86,10 @@ TEST_CASE("tp-dependent sizes are parameterized on tp: 2, 4 and 8", "[latent_tai
     CHECK(op.tensors()[1].shape_text() == "[T, 7168]");
   }
   CHECK(as(tail(R"("tp_size": 2, "hidden": 7168, "latent": 3584, "max_tokens": 1000)")).slot_tokens() == 64);
-  CHECK(as(tail(R"("tp_size": 1, "hidden": 1024, "latent": 640)")).k_block() == 320);
+  // Splits divide L's 32-wide blocks: 640 / 32 = 20 takes 4, not 8.
+  const auto small = detail::latent_tail_tiling(as(tail(R"("tp_size": 1, "hidden": 1024, "latent": 640)")));
+  CHECK(small.split == 4);
+  CHECK(small.groups == 2);
 }
 
 TEST_CASE("every tail kernel compiles for tp 1, 2, 4, 8 on sm_90a and sm_100a without spills", "[latent_tail][nvrtc]") {
@@ -103,7 +110,7 @@ TEST_CASE("every tail kernel compiles for tp 1, 2, 4, 8 on sm_90a and sm_100a wi
   for (const auto& o : detail::warmup(cache, jobs, std::max(2u, std::thread::hardware_concurrency()))) {
     INFO(o.contract->text() << o.error);
     REQUIRE(o.error.empty());
-    CHECK(o.entry->manifest.kernels.size() == (o.contract->get("tp_size") == "1" ? 2u : 5u));
+    CHECK(o.entry->manifest.kernels.size() == (o.contract->get("tp_size") == "1" ? 5u : 8u));  // norm, 4 up projections[, 3]
     for (const auto& k : o.entry->manifest.kernels) {
       INFO(k.name_expression);
       CHECK(k.resources.spill_store_bytes == 0);
