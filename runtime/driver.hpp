@@ -29,7 +29,8 @@ namespace moejit::detail {
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)             \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)              \
   X(cuEventDestroy) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle)      \
-  X(cuIpcCloseMemHandle) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostGetDevicePointer)
+  X(cuIpcCloseMemHandle) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostGetDevicePointer)        \
+  X(cuTensorMapEncodeTiled)
 
 class Driver {
  public:

@@ -1,6 +1,9 @@
 // Launcher of the experts op (templates/experts.cuh): the metadata, GEMM1, GEMM2 and combine
 // kernels chained with programmatic dependent launch, over a workspace the op allocates at load
 // for its spec's max_tokens, so that a launch allocates nothing and is legal in graph capture.
+// Calls with many rows an expert (at or past the crossover in runtime/experts_crossover.json)
+// take the prefill GEMMs (templates/experts_prefill.cuh, sm_90a) between the same metadata and
+// combine.
 #include <moejit/error.hpp>
 
 #include "compiler/ops/experts.hpp"
@@ -9,7 +12,10 @@
 #include "op_loader.hpp"
 #include "templates/experts_args.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <cstring>
 #include <string_view>
 
 namespace moejit::detail {
@@ -17,6 +23,40 @@ namespace moejit::detail {
 namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+std::string_view experts_crossover_json();
+
+namespace {
+
+// Rows an active expert holds on average from which a call takes the prefill GEMMs: the entry
+// of the same (hidden, intermediate), else the default.
+std::int64_t prefill_crossover(const ExpertsSpec& s) {
+  static const nlohmann::json data = nlohmann::json::parse(experts_crossover_json());
+  for (const auto& e : data.at("entries")) {
+    if (e.at("hidden") == s.hidden && e.at("intermediate") == s.intermediate) return e.at("crossover_rows").get<std::int64_t>();
+  }
+  return data.at("default_crossover_rows").get<std::int64_t>();
+}
+
+// A TMA descriptor of a row-major [rows, k] tensor of 16-bit elements: boxes of 64 k (128 bytes,
+// swizzled 128 B, as wgmma's descriptors read them) x box_rows.
+ExpertsTmaMap tma_map(const Driver& driver, const void* base, std::int64_t k, std::int64_t rows, int box_rows, DType dtype) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const auto type = dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  MOEJIT_CU(driver, cuTensorMapEncodeTiled(&map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides,
+                                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  ExpertsTmaMap out;
+  static_assert(sizeof(out) == sizeof(map));
+  std::memcpy(&out, &map, sizeof map);
+  return out;
+}
 
 // The index of the tensor called `name` in the op's launch order, or -1.
 int tensor_index(const std::vector<TensorDecl>& tensors, std::string_view name) {
@@ -29,8 +69,16 @@ int tensor_index(const std::vector<TensorDecl>& tensors, std::string_view name) 
 class ExpertsOp final : public Op {
  public:
   ExpertsOp(Context& context, std::shared_ptr<const ExpertsSpec> spec)
-      : Op(spec), spec_(*spec), tiling_(experts_tiling(*spec)), pdl_(context.options().programmatic_launch) {
-    const auto contract = contracts(*spec, context.device().arch).front();
+      : Op(spec),
+        spec_(*spec),
+        tiling_(experts_tiling(*spec)),
+        prefill_(experts_prefill_tiling(*spec, context.device().arch)),
+        pdl_(context.options().programmatic_launch),
+        path_(context.options().experts_path),
+        driver_(context.driver()),
+        sm_count_(context.device().sm_count) {
+    const auto all = contracts(*spec, context.device().arch);
+    const auto& contract = all.front();
     auto load = [&](std::string_view role, int threads) {
       auto kernel = context.kernel(contract, role);
       kernel->set_block({static_cast<unsigned>(threads), 1, 1}, 0);
@@ -43,6 +91,20 @@ class ExpertsOp final : public Op {
     gemm2_[0] = load(kExpertsGemm2Small, threads2);
     gemm2_[1] = load(kExpertsGemm2Large, threads2);
     if (!spec_.masked()) combine_ = load(kExpertsCombine, kExpertsCombineThreads);
+    if (prefill_.ok) {
+      const auto& w = all.at(1);
+      for (int g = 0; g < 2; ++g) {
+        auto kernel = context.kernel(w, g == 0 ? kExpertsPrefill1 : kExpertsPrefill2);
+        kernel->set_block({kExpertsPrefillThreads, 1, 1}, static_cast<unsigned>(prefill_.shared_bytes(g + 1)));
+        prefill_gemm_[g] = std::move(kernel);
+      }
+      if (!spec_.masked()) {
+        auto kernel = context.kernel(w, kExpertsGather);
+        kernel->set_block({kExpertsGatherThreads, 1, 1}, 0);
+        gather_ = std::move(kernel);
+      }
+      crossover_ = prefill_crossover(spec_);
+    }
     const auto& t = tensors();
     for (auto [name, index] : {std::pair{"x", &x_}, {"topk_ids", &ids_}, {"topk_weights", &weights_}, {"expert_num_tokens", &counts_},
                                {"w13", &w13_}, {"w2", &w2_}, {"b13", &b13_}, {"b2", &b2_}, {"expert_map", &map_}, {"y", &y_}}) {
@@ -63,8 +125,89 @@ class ExpertsOp final : public Op {
       o_ = DeviceBuffer(driver, static_cast<std::size_t>(rows * spec_.hidden) * size_of(spec_.dtype));
     }
     tiles_ = DeviceBuffer(driver, static_cast<std::size_t>(max_tiles(t, kExpertsSmallTile)) * sizeof(ExpertsTile));
-    tile_count_ = DeviceBuffer(driver, 4);
+    tile_count_ = DeviceBuffer(driver, 8);
     h_ = DeviceBuffer(driver, static_cast<std::size_t>(rows * spec_.intermediate) * size_of(spec_.dtype));
+    if (prefill_.ok && rows > 0) {
+      // x' (GEMM1's A) lives in o: GEMM2 writes o only after GEMM1 has read all of x'.
+      if (!spec_.masked()) a1_ = tma_map(driver, o_.ptr(), spec_.hidden, rows, kExpertsPrefillRows, spec_.dtype);
+      a2_ = tma_map(driver, h_.ptr(), spec_.intermediate, rows, kExpertsPrefillRows, spec_.dtype);
+    }
+  }
+
+  // Whether a call takes the prefill GEMMs: rows an active expert holds on average at or past
+  // the crossover (or the path Options force).
+  bool prefill_call(std::int64_t tokens, const LaunchHints& hints) const {
+    if (!prefill_.ok || path_ == Options::ExpertsPath::decode) return false;
+    if (path_ == Options::ExpertsPath::prefill) return true;
+    std::int64_t per_expert = 0;
+    if (spec_.masked()) {
+      per_expert = hints.expected_rows > 0 ? std::min(hints.expected_rows, tokens) : tokens;
+    } else {
+      const std::int64_t pairs = rows_for(tokens);
+      per_expert = ceil_div(pairs, std::min<std::int64_t>(spec_.num_experts, pairs));
+    }
+    return per_expert >= crossover_;
+  }
+
+  // The weights' TMA descriptors, encoded again only when the call's weights moved.
+  const ExpertsTmaMap& weight_map(int gemm, const void* w) const {
+    auto& cached = weight_maps_[gemm];
+    if (cached.base != w) {
+      const std::int64_t e = spec_.num_experts, h = spec_.hidden, i = spec_.intermediate;
+      const int box1 = spec_.activation.interleaved ? 2 * prefill_.cols1 : prefill_.cols1;
+      cached.map = gemm == 0 ? tma_map(driver_, w, h, e * 2 * i, box1, spec_.dtype) : tma_map(driver_, w, i, e * h, prefill_.n2, spec_.dtype);
+      cached.base = w;
+    }
+    return cached.map;
+  }
+
+  void launch_prefill(std::span<const Buffer> b, std::int64_t tokens, CUstream stream, const LaunchHints& hints) const {
+    constexpr int n = kExpertsPrefillRows;
+    auto* tiles = static_cast<ExpertsTile*>(tiles_.ptr());
+    auto* count = static_cast<int*>(tile_count_.ptr());
+    auto* sorted = static_cast<int*>(sorted_.ptr());
+    auto* position = static_cast<int*>(position_.ptr());
+    const ExpertsMetaArgs meta{at(b, ids_), static_cast<const int*>(at(b, map_)), static_cast<const int*>(at(b, counts_)),
+                               tokens, n, sorted, position, tiles, count};
+    meta_->launch({1, 1, 1}, meta, stream, pdl_ || hints.chained);
+    const auto* weights = static_cast<const float*>(at(b, weights_));
+    ExpertsPrefillArgs g1{};
+    if (spec_.masked()) {
+      g1.a = tma_map(driver_, at(b, x_), spec_.hidden, spec_.num_experts * tokens, n, spec_.dtype);
+    } else {
+      const std::int64_t vectors = rows_for(tokens) * (spec_.hidden / 8);
+      const auto grid = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(vectors, kExpertsGatherThreads), 16LL * sm_count_));
+      const ExpertsGatherArgs gather{at(b, x_), weights, sorted, count, o_.ptr()};
+      gather_->launch({grid, 1, 1}, gather, stream, true);
+      g1.a = a1_;
+    }
+    // Persistent CTAs: one an SM, or one a unit where there are fewer.
+    const auto tiles_max = max_tiles(tokens, n);
+    const auto persistent = [&](std::int64_t n_tiles) {
+      return Dim3{static_cast<unsigned>(std::min<std::int64_t>(sm_count_, tiles_max * n_tiles)), 1, 1};
+    };
+    g1.b = weight_map(0, at(b, w13_));
+    g1.bias = at(b, b13_);
+    g1.topk_weights = weights;
+    g1.sorted = sorted;
+    g1.tiles = tiles;
+    g1.tile_count = count;
+    g1.out = h_.ptr();
+    g1.tokens = tokens;
+    prefill_gemm_[0]->launch(persistent(spec_.intermediate / prefill_.cols1), g1, stream, true);
+    ExpertsPrefillArgs g2 = g1;
+    g2.a = a2_;
+    g2.b = weight_map(1, at(b, w2_));
+    g2.bias = at(b, b2_);
+    g2.out = spec_.masked() ? b[static_cast<std::size_t>(y_)].ptr : o_.ptr();
+    prefill_gemm_[1]->launch(persistent(spec_.hidden / prefill_.n2), g2, stream, true);
+    if (!spec_.masked()) combine(b, tokens, position, stream);
+  }
+
+  void combine(std::span<const Buffer> b, std::int64_t tokens, const int* position, CUstream stream) const {
+    const ExpertsCombineArgs c{o_.ptr(), position, b[static_cast<std::size_t>(y_)].ptr, tokens};
+    const auto vectors = tokens * (spec_.hidden / 8);
+    combine_->launch({static_cast<unsigned>(ceil_div(vectors, kExpertsCombineThreads)), 1, 1}, c, stream, true);
   }
 
   // GEMM rows of a call: (token, slot) pairs, or every expert's T_max rows when masked.
@@ -95,6 +238,7 @@ class ExpertsOp final : public Op {
 
   void do_launch(std::span<const Buffer> b, std::int64_t tokens, CUstream stream, const LaunchHints& hints) const override {
     if (tokens == 0) return;
+    if (prefill_call(tokens, hints)) return launch_prefill(b, tokens, stream, hints);
     const int n = tile_rows(tokens, hints);
     const int large = n == kExpertsLargeTile ? 1 : 0;
     auto* tiles = static_cast<ExpertsTile*>(tiles_.ptr());
@@ -113,16 +257,26 @@ class ExpertsOp final : public Op {
     const ExpertsGemmArgs g2{h_.ptr(), at(b, w2_), at(b, b2_), weights, sorted, tiles, count, gemm2_out, tokens};
     gemm2_[large]->launch({grid_x, static_cast<unsigned>(spec_.hidden / (16 * tiling_.groups2)), 1}, g2, stream, true);
     if (spec_.masked()) return;
-    const ExpertsCombineArgs c{o_.ptr(), position, b[static_cast<std::size_t>(y_)].ptr, tokens};
-    const auto vectors = tokens * (spec_.hidden / 8);
-    combine_->launch({static_cast<unsigned>(ceil_div(vectors, kExpertsCombineThreads)), 1, 1}, c, stream, true);
+    combine(b, tokens, position, stream);
   }
 
   const ExpertsSpec& spec_;
   ExpertsTiling tiling_;
+  ExpertsPrefillTiling prefill_;
   bool pdl_;  ///< the metadata kernel's programmatic launch (Options); the rest always chain
-  std::shared_ptr<const Kernel> meta_, combine_;
+  Options::ExpertsPath path_;
+  const Driver& driver_;
+  int sm_count_;
+  std::int64_t crossover_ = 0;
+  std::shared_ptr<const Kernel> meta_, combine_, gather_;
   std::shared_ptr<const Kernel> gemm1_[2], gemm2_[2];  ///< small tiles, large tiles
+  std::shared_ptr<const Kernel> prefill_gemm_[2];
+  ExpertsTmaMap a1_{}, a2_{};  ///< x' (in o) and h: workspace, fixed at load
+  struct WeightMap {
+    const void* base = nullptr;
+    ExpertsTmaMap map{};
+  };
+  mutable WeightMap weight_maps_[2];  ///< w13's and w2's, for the weights the last call passed
   int x_ = -1, ids_ = -1, weights_ = -1, counts_ = -1, w13_ = -1, w2_ = -1, b13_ = -1, b2_ = -1, map_ = -1, y_ = -1;
   DeviceBuffer sorted_, position_, tiles_, tile_count_, h_, o_;
 };

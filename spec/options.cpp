@@ -52,6 +52,18 @@ Options Options::from_environment() {
   o.jobs = std::clamp(std::thread::hardware_concurrency(), 1u, kMaxJobs);
   if (auto jobs = env("MOEJIT_JOBS"); !jobs.empty()) o.jobs = parse_jobs(jobs);
   o.programmatic_launch = env("MOEJIT_PDL") == "1";
+  if (auto path = env("MOEJIT_EXPERTS_PATH"); !path.empty()) {
+    if (path == "auto") {
+      o.experts_path = ExpertsPath::automatic;
+    } else if (path == "decode") {
+      o.experts_path = ExpertsPath::decode;
+    } else if (path == "prefill") {
+      o.experts_path = ExpertsPath::prefill;
+    } else {
+      throw Error({.kind = ErrorKind::usage, .message = "invalid environment variable", .pointer = "MOEJIT_EXPERTS_PATH",
+                   .found = fmt::format("'{}'", path), .expected = "auto, decode or prefill (or unset)"});
+    }
+  }
   return o;
 }
 

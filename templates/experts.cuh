@@ -154,7 +154,10 @@ __global__ void __launch_bounds__(experts::kMetaThreads) experts_meta_kernel(Exp
       a.tiles[t] = ExpertsTile{e, static_cast<int>(first + static_cast<long long>(j) * n), min(n, count - j * n), 0};
     }
   }
-  if (tid == 0) *a.tile_count = tiles[C::kE];
+  if (tid == 0) {
+    a.tile_count[0] = tiles[C::kE];
+    if constexpr (!C::kMasked) a.tile_count[1] = start[C::kE];
+  }
   __syncthreads();  // the work list has read the row starts the sort now advances
   if constexpr (!C::kMasked) {
     // The stable sort: a chunk of kMetaThreads pairs at a time, a warp at a time in pair order,

@@ -22,7 +22,7 @@ struct ExpertsMetaArgs {
   int* sorted;               // standard: [T K] the (token, slot) pair of each sorted row
   int* position;             // standard: [T K] the sorted row of each pair, -1 when invalid
   ExpertsTile* tiles;        // the GEMMs' work list
-  int* tile_count;           // [1]
+  int* tile_count;           // [2]: the tiles, then the valid (sorted) rows
 };
 
 struct ExpertsGemmArgs {
@@ -35,6 +35,34 @@ struct ExpertsGemmArgs {
   const int* tile_count;
   void* out;                 // GEMM1: h; GEMM2: o [T K, H] (standard) or y (masked)
   long long tokens;          // T (masked: T_max)
+};
+
+/// A CUtensorMap (TMA descriptor), encoded on the host (cuTensorMapEncodeTiled).
+struct alignas(64) ExpertsTmaMap {
+  unsigned long long opaque[16];
+};
+
+/// The prefill GEMMs (experts_prefill.cuh): A and B through TMA, the rest as ExpertsGemmArgs.
+struct ExpertsPrefillArgs {
+  ExpertsTmaMap a;           // GEMM1: x' [rows, H] (masked: x [E T_max, H]); GEMM2: h [rows, I]
+  ExpertsTmaMap b;           // GEMM1: w13 [E 2I, H]; GEMM2: w2 [E H, I]
+  const void* bias;
+  const float* topk_weights;
+  const int* sorted;
+  const ExpertsTile* tiles;
+  const int* tile_count;
+  void* out;                 // GEMM1: h; GEMM2: o (standard) or y (masked)
+  long long tokens;
+};
+
+/// x' [rows, H]: x's row of each sorted (token, slot) pair, times its router weight where the
+/// weight applies on the input; the prefill GEMM1 reads it through TMA.
+struct ExpertsGatherArgs {
+  const void* x;
+  const float* topk_weights;
+  const int* sorted;
+  const int* tile_count;     // [1]: the valid rows
+  void* out;
 };
 
 struct ExpertsCombineArgs {

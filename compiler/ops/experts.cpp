@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 namespace moejit::detail {
 
@@ -42,6 +43,67 @@ ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept {
   return t;
 }
 
+namespace {
+
+// The largest of `choices` that divides n, or 0.
+int largest_divisor(std::int64_t n, std::initializer_list<int> choices) {
+  for (int c : choices) {
+    if (n % c == 0) return c;
+  }
+  return 0;
+}
+
+// Stages of the prefill ring that fit the shared memory of an sm_90 SM (227 KB a CTA), at most 6.
+int stages_for(int stage_bytes) { return std::min(6, (227 * 1024 - 2048) / stage_bytes); }
+
+// Tiles a band holds: ~16 MB of A tiles (128 rows x K), a third of the H200's L2, so that the
+// band's A stays there while its CTAs sweep the N tiles.
+int band_for(std::int64_t k) { return static_cast<int>(std::max<std::int64_t>(1, (16LL << 20) / (128 * k * 2))); }
+
+// The constants both experts templates read (experts.cuh's Config).
+void common_constants(StubBuilder& stub, const ExpertsSpec& s, const ExpertsTiling& t) {
+  stub.integer("kH", s.hidden)
+      .integer("kI", s.intermediate)
+      .integer("kE", s.num_experts)
+      .integer("kK", s.topk)
+      .integer("kIdRange", s.id_range())
+      .flag("kMasked", s.masked())
+      .flag("kHasMap", s.global_experts > 0)
+      .flag("kWeightOnInput", s.weight_on_input)
+      .flag("kBias", s.bias)
+      .flag("kIds64", s.ids_dtype == DType::i64)
+      .type("T", s.dtype)
+      .type("Out", s.dtype)
+      .constant("int", "kGroups1", std::to_string(t.groups1))
+      .constant("int", "kSplit1", std::to_string(t.split1))
+      .constant("int", "kGroups2", std::to_string(t.groups2))
+      .constant("int", "kSplit2", std::to_string(t.split2));
+  add_activation_constants(stub, s.activation);
+}
+
+}  // namespace
+
+int ExpertsPrefillTiling::shared_bytes(int gemm) const noexcept {
+  const int n = gemm == 1 ? 2 * cols1 : n2;
+  const int stages = gemm == 1 ? stages1 : stages2;
+  return stages * (kExpertsPrefillRows + n) * 128 + 1024 + 16 * stages;
+}
+
+ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch) noexcept {
+  ExpertsPrefillTiling t;
+  if (arch != "sm_90a") return t;  // wgmma: sm_90a only (sm_100's tcgen05 path is not written)
+  // N of the wgmma shapes templates/wgmma.cuh holds; GEMM1's N is 2 cols1.
+  t.cols1 = largest_divisor(s.intermediate, {128, 120, 96, 64});
+  t.n2 = largest_divisor(s.hidden, {256, 240, 192, 128});
+  if (t.cols1 == 0 || t.n2 == 0) return t;
+  t.stages1 = stages_for((kExpertsPrefillRows + 2 * t.cols1) * 128);
+  t.stages2 = stages_for((kExpertsPrefillRows + t.n2) * 128);
+  t.band1 = band_for(s.hidden);
+  t.band2 = band_for(s.intermediate);
+  t.ok = true;
+  return t;
+}
+
 std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch) {
   const auto& s = dynamic_cast<const ExpertsSpec&>(op);
   const auto t = experts_tiling(s);
@@ -68,23 +130,7 @@ std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch)
       .set("split2", std::to_string(t.split2));
 
   StubBuilder stub("experts.cuh");
-  stub.integer("kH", s.hidden)
-      .integer("kI", s.intermediate)
-      .integer("kE", s.num_experts)
-      .integer("kK", s.topk)
-      .integer("kIdRange", s.id_range())
-      .flag("kMasked", s.masked())
-      .flag("kHasMap", s.global_experts > 0)
-      .flag("kWeightOnInput", s.weight_on_input)
-      .flag("kBias", s.bias)
-      .flag("kIds64", s.ids_dtype == DType::i64)
-      .type("T", s.dtype)
-      .type("Out", s.dtype)
-      .constant("int", "kGroups1", std::to_string(t.groups1))
-      .constant("int", "kSplit1", std::to_string(t.split1))
-      .constant("int", "kGroups2", std::to_string(t.groups2))
-      .constant("int", "kSplit2", std::to_string(t.split2));
-  add_activation_constants(stub, act);
+  common_constants(stub, s, t);
   constexpr std::string_view kGemmArgs = "moejit::ExpertsGemmArgs";
   std::vector<StubBuilder::Kernel> kernels = {
       {std::string(kExpertsMeta), "moejit::experts_meta_kernel", "moejit::ExpertsMetaArgs"},
@@ -94,7 +140,33 @@ std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch)
       {std::string(kExpertsGemm2Large), fmt::format("moejit::experts_gemm2_kernel<{}>", kExpertsLargeTile / 8), std::string(kGemmArgs)}};
   if (!s.masked()) kernels.push_back({std::string(kExpertsCombine), "moejit::experts_combine_kernel", "moejit::ExpertsCombineArgs"});
   stub.emit(c, kernels);
-  return {c};
+  std::vector<Contract> out = {c};
+
+  const auto p = experts_prefill_tiling(s, arch);
+  if (!p.ok) return out;
+  Contract w("experts_prefill", std::string(arch), "experts_prefill.cuh");
+  for (const auto& f : c.fields()) w.set(f.name, f.value);
+  w.set("cols1", std::to_string(p.cols1))
+      .set("n2", std::to_string(p.n2))
+      .set("stages1", std::to_string(p.stages1))
+      .set("stages2", std::to_string(p.stages2))
+      .set("band1", std::to_string(p.band1))
+      .set("band2", std::to_string(p.band2));
+  StubBuilder prefill("experts_prefill.cuh");
+  common_constants(prefill, s, t);
+  prefill.constant("int", "kCols1", std::to_string(p.cols1))
+      .constant("int", "kN2", std::to_string(p.n2))
+      .constant("int", "kStages1", std::to_string(p.stages1))
+      .constant("int", "kStages2", std::to_string(p.stages2))
+      .constant("int", "kBand1", std::to_string(p.band1))
+      .constant("int", "kBand2", std::to_string(p.band2));
+  constexpr std::string_view kPrefillArgs = "const __grid_constant__ moejit::ExpertsPrefillArgs";
+  std::vector<StubBuilder::Kernel> wk = {{std::string(kExpertsPrefill1), "moejit::experts_prefill_kernel<1>", std::string(kPrefillArgs)},
+                                         {std::string(kExpertsPrefill2), "moejit::experts_prefill_kernel<2>", std::string(kPrefillArgs)}};
+  if (!s.masked()) wk.push_back({std::string(kExpertsGather), "moejit::experts_gather_kernel", "moejit::ExpertsGatherArgs"});
+  prefill.emit(w, wk);
+  out.push_back(std::move(w));
+  return out;
 }
 
 }  // namespace moejit::detail

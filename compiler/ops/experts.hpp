@@ -20,6 +20,23 @@ struct ExpertsTiling {
 };
 ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept;
 
+/// The prefill GEMMs' tiling (templates/experts_prefill.cuh; sm_90a only): tiles of 128 rows,
+/// GEMM1's N = 2 cols1 (gate and up rows), GEMM2's n2; stages of 64 k in shared memory; bands
+/// of tiles a persistent CTA sweeps N tile by N tile. `ok` is false where no wgmma N divides
+/// the shape (the decode kernels then take every call).
+struct ExpertsPrefillTiling {
+  bool ok = false;
+  int cols1 = 0, n2 = 0;
+  int stages1 = 0, stages2 = 0;
+  int band1 = 0, band2 = 0;
+  /// Dynamic shared memory a prefill GEMM CTA takes (its ring, its barriers, 1 KB for alignment).
+  int shared_bytes(int gemm) const noexcept;
+};
+ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch) noexcept;
+inline constexpr int kExpertsPrefillRows = 128;
+inline constexpr int kExpertsPrefillThreads = 384;
+inline constexpr int kExpertsGatherThreads = 256;
+
 /// Tile rows of the two compiled GEMM sizes; a call takes the small one while the rows an
 /// active expert holds on average fit it.
 inline constexpr int kExpertsSmallTile = 8;
@@ -32,9 +49,14 @@ inline constexpr std::string_view kExpertsGemm1Large = "gemm1_n32";
 inline constexpr std::string_view kExpertsGemm2Small = "gemm2_n8";
 inline constexpr std::string_view kExpertsGemm2Large = "gemm2_n32";
 inline constexpr std::string_view kExpertsCombine = "combine";
+inline constexpr std::string_view kExpertsGather = "gather";
+inline constexpr std::string_view kExpertsPrefill1 = "gemm1_wgmma";
+inline constexpr std::string_view kExpertsPrefill2 = "gemm2_wgmma";
 inline constexpr int kExpertsMetaThreads = 1024;
 inline constexpr int kExpertsCombineThreads = 256;
 
+/// The decode contract (metadata, streamer GEMMs, combine) and, on sm_90a where the shape allows,
+/// the prefill contract (gather, wgmma GEMMs): two compilations, run side by side at warmup.
 std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch);
 
 }  // namespace moejit::detail

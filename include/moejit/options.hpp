@@ -25,6 +25,12 @@ struct Options {
   /// for it on the GPU before its first load or store. Hides the launch gap between
   /// back-to-back kernels; results are the same either way. $MOEJIT_PDL=1 turns it on.
   bool programmatic_launch = false;
+  /// Which GEMMs the experts op runs: by its measured crossover (runtime/experts_crossover.json),
+  /// or always the decode streamer, or the prefill GEMMs wherever its contract has them (sm_90a):
+  /// $MOEJIT_EXPERTS_PATH = auto | decode | prefill. For benchmarks and tests of one path; both
+  /// give results within numerics.md's bounds, not the same bits.
+  enum class ExpertsPath { automatic, decode, prefill };
+  ExpertsPath experts_path = ExpertsPath::automatic;
 
   /// Reads the environment. Throws moejit::Error (usage) naming the variable when a value is
   /// malformed (MOEJIT_JOBS that is not a thread count): a bad setting is never silently ignored.

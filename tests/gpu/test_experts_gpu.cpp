@@ -2,7 +2,8 @@
 // T in {0, 1, 3, 8, 64, 300}, uniform and skewed routing with invalid ids, the exact-activation
 // inputs (the activation stage at its rounding points), an expert map, biases, fp16, int64 ids,
 // the router weight on the input, the masked layout; and the same bits at every run and every
-// CUDA graph replay.
+// CUDA graph replay. The prefill GEMMs (sm_90a) take the same small cases through a context that
+// sends every call to them, and the sizes they are for (T 512-16384) through both paths.
 #include <moejit/error.hpp>
 
 #include "gpu_common.hpp"
@@ -22,10 +23,22 @@ namespace {
 
 const reference::OpHarness& harness() { return reference::harness_for("experts"); }
 
+Options prefill_options() {
+  auto o = Options::from_environment();
+  o.experts_path = Options::ExpertsPath::prefill;
+  return o;
+}
+// Experts ops loaded here take the prefill GEMMs at every T where their contract has them.
+Context& prefill_context() {
+  static Context context(prefill_options(), 0);  // NOTE: test scaffolding, one per process
+  return context;
+}
+
 // Checks `op` at every T of `tokens` (inputs filled once at the largest T: weights are up to tens
 // of GB) and prints the whole case on failure.
-void check_prefixes(const Op& op, const std::vector<std::int64_t>& tokens, int variant, std::uint64_t seed) {
-  const auto results = tools::check_cases(gpu_context(), op, variant, tokens, seed);
+void check_prefixes(const Op& op, const std::vector<std::int64_t>& tokens, int variant, std::uint64_t seed,
+                    Context& ctx = gpu_context()) {
+  const auto results = tools::check_cases(ctx, op, variant, tokens, seed);
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].passed()) continue;
     std::string text;
@@ -124,34 +137,87 @@ TEST_CASE("masked experts compute each expert's first count rows and leave the r
   }
 }
 
+TEST_CASE("experts through the prefill GEMMs at every T: small, awkward and masked shapes", "[gpu][experts][prefill]") {
+  const auto ops = test::warm({
+      R"({"op": "experts", "hidden": 256, "intermediate": 128, "num_experts": 12, "topk": 4, "global_experts": 40, "activation": {"kind": "silu"}})",
+      R"({"op": "experts", "hidden": 512, "intermediate": 256, "num_experts": 16, "topk": 2, "dtype": "fp16", "ids_dtype": "int64", "activation": {"kind": "gelu"}})",
+      R"({"op": "experts", "hidden": 256, "intermediate": 64, "num_experts": 5, "topk": 1, "apply_router_weight_on_input": true, "activation": {"kind": "gelu_tanh"}})",
+      R"({"op": "experts", "hidden": 1024, "intermediate": 320, "num_experts": 33, "topk": 7, "activation": {"kind": "situ", "beta": 4.0, "linear_beta": 25.0}})",
+      R"({"op": "experts", "hidden": 2048, "intermediate": 768, "num_experts": 64, "topk": 6, "apply_router_weight_on_input": true, "bias": true, "dtype": "fp16", "activation": {"kind": "situ", "beta": 1.5}})",
+      R"({"op": "experts", "hidden": 960, "intermediate": 480, "num_experts": 9, "topk": 3, "bias": true, "activation": {"kind": "swiglu_oai", "interleaved": true}})",
+  });
+  std::uint64_t seed = 500;
+  for (const auto& spec : ops) {
+    INFO(spec->canonical_json());
+    const auto op = prefill_context().load(spec);
+    for (int variant = 0; variant < 3; ++variant) check_prefixes(*op, {0, 1, 3, 8, 64, 300, 1000}, variant, seed++, prefill_context());
+  }
+  const auto masked = test::warm({
+      R"({"op": "experts", "layout": "masked", "hidden": 512, "intermediate": 192, "num_experts": 7, "max_tokens": 300, "bias": true, "activation": {"kind": "swiglu_oai"}})",
+      R"({"op": "experts", "layout": "masked", "hidden": 256, "intermediate": 128, "num_experts": 3, "max_tokens": 200, "dtype": "fp16", "activation": {"kind": "situ", "beta": 4.0, "linear_beta": 25.0}})",
+  });
+  for (const auto& spec : masked) {
+    INFO(spec->canonical_json());
+    const auto op = prefill_context().load(spec);
+    for (int variant = 0; variant < 3; ++variant) {
+      for (const std::int64_t t : {std::int64_t{1}, std::int64_t{7}, std::int64_t{130}, spec->max_tokens()}) {
+        const auto r = tools::check_case(prefill_context(), *op, {variant, t, seed++, {}});
+        std::string text;
+        for (const auto& f : r.failures) text += "  " + f + "\n";
+        INFO("variant " << variant << " T=" << t << "\n" << text);
+        CHECK(r.passed());
+      }
+    }
+  }
+}
+
+TEST_CASE("experts at prefill sizes through both paths, uniform and skewed", "[gpu][experts][prefill]") {
+  const auto ops = test::warm({
+      R"({"op": "experts", "hidden": 2048, "intermediate": 768, "num_experts": 128, "topk": 8, "max_tokens": 16384, "activation": {"kind": "silu"}})",
+      R"({"op": "experts", "hidden": 3584, "intermediate": 384, "num_experts": 896, "topk": 16, "max_tokens": 4096, "activation": {"kind": "situ", "beta": 1.0, "linear_beta": 25.0}})",
+  });
+  std::uint64_t seed = 700;
+  for (Context* ctx : {&gpu_context(), &prefill_context()}) {
+    for (const auto& spec : ops) {
+      INFO(spec->canonical_json() << (ctx == &gpu_context() ? " (automatic path)" : " (prefill path)"));
+      const auto op = ctx->load(spec);
+      const bool small = spec->max_tokens() > 4096;
+      check_prefixes(*op, small ? std::vector<std::int64_t>{512, 4096, 16384} : std::vector<std::int64_t>{512, 4096}, 0, seed++, *ctx);
+      check_prefixes(*op, {512, 4096}, 1, seed++, *ctx);
+    }
+  }
+}
+
 TEST_CASE("experts give the same bits at every run and every CUDA graph replay", "[gpu][experts]") {
   const auto ops = test::warm({R"({"op": "experts", "hidden": 2048, "intermediate": 768, "num_experts": 128, "topk": 8, "activation": {"kind": "silu"}})"});
-  auto& ctx = gpu_context();
-  const auto op = ctx.load(ops[0]);
-  for (const std::int64_t tokens : {std::int64_t{5}, std::int64_t{300}}) {
-    reference::Rng rng(7);
-    auto host = reference::make_tensors(*ops[0], tokens);
-    harness().fill_inputs(*ops[0], host, tokens, rng, 1);
-    const auto device = tools::upload(ctx.driver(), host);
-    const std::size_t y = host.size() - 1;
-    detail::Stream stream(ctx.driver());
-    std::vector<std::byte> first(host[y].bytes()), again(host[y].bytes());
-    for (int run = 0; run < 10; ++run) {
-      op->launch(device.bindings, tokens, stream.get());
-      stream.synchronize();
-      device.buffers[y].download((run ? again : first).data(), first.size());
-      if (run) CHECK(again == first);
-    }
-    const detail::Graph graph(ctx.driver(), stream, [&] {
-      for (int i = 0; i < 3; ++i) op->launch(device.bindings, tokens, stream.get());
-    });
-    for (int replay = 0; replay < 5; ++replay) {
-      MOEJIT_CU(ctx.driver(), cuMemsetD8Async(device.buffers[y].address(), 0x5A, first.size(), stream.get()));
-      graph.launch(stream);
-      stream.synchronize();
-      device.buffers[y].download(again.data(), again.size());
-      INFO("T=" << tokens << " replay " << replay);
-      CHECK(again == first);
+  for (Context* path : {&gpu_context(), &prefill_context()}) {
+    auto& ctx = *path;
+    const auto op = ctx.load(ops[0]);
+    for (const std::int64_t tokens : {std::int64_t{5}, std::int64_t{300}, std::int64_t{2000}}) {
+      reference::Rng rng(7);
+      auto host = reference::make_tensors(*ops[0], tokens);
+      harness().fill_inputs(*ops[0], host, tokens, rng, 1);
+      const auto device = tools::upload(ctx.driver(), host);
+      const std::size_t y = host.size() - 1;
+      detail::Stream stream(ctx.driver());
+      std::vector<std::byte> first(host[y].bytes()), again(host[y].bytes());
+      for (int run = 0; run < 10; ++run) {
+        op->launch(device.bindings, tokens, stream.get());
+        stream.synchronize();
+        device.buffers[y].download((run ? again : first).data(), first.size());
+        if (run) CHECK(again == first);
+      }
+      const detail::Graph graph(ctx.driver(), stream, [&] {
+        for (int i = 0; i < 3; ++i) op->launch(device.bindings, tokens, stream.get());
+      });
+      for (int replay = 0; replay < 5; ++replay) {
+        MOEJIT_CU(ctx.driver(), cuMemsetD8Async(device.buffers[y].address(), 0x5A, first.size(), stream.get()));
+        graph.launch(stream);
+        stream.synchronize();
+        device.buffers[y].download(again.data(), again.size());
+        INFO("T=" << tokens << " replay " << replay);
+        CHECK(again == first);
+      }
     }
   }
 }

@@ -1,0 +1,319 @@
+#pragma once
+// The experts op's prefill path (many rows an expert; sm_90a): the same metadata, numerics and
+// combine as the decode path (experts.cuh), with its GEMMs as persistent, warp-specialized
+// tensor-core kernels:
+//
+//   experts_gather_kernel   x' [sorted row, H] = x[token] (times the router weight where it
+//                           applies on the input, rounded as the decode path rounds it), so that
+//                           GEMM1's A is a plain 2-D tensor TMA can load
+//   experts_prefill_kernel  <1>: gate/up = x' w13[e]^T, rounded, the activation -> h
+//                           <2>: o = h w2[e]^T (+ b2) times the router weight -> o (masked: y)
+//
+// A CTA of 384 threads: warpgroup 2's first thread issues every TMA load into a ring of kStages
+// shared-memory stages (A: 128 rows x 64 k, B: N rows x 64 k, 128-byte swizzle), full/empty
+// mbarriers between it and warpgroups 0 and 1, which take rows 0-63 and 64-127 of each tile with
+// wgmma m64nNk16 (fp32 accumulators in registers) and store from them. The CTAs are persistent:
+// unit u of tile_count x (N tiles) is visited in bands of kBand tiles, N tile outer, so that the
+// CTAs running together share their weight tiles and their A tiles stay in L2.
+//
+// Config (generated): experts.cuh's, plus kCols1 (h columns a GEMM1 tile: its N is 2 kCols1,
+// gate rows and up rows), kN2, kStages1, kStages2, kBand1, kBand2.
+
+#include "experts.cuh"
+#include "wgmma.cuh"
+
+namespace moejit {
+namespace prefill {
+
+inline constexpr int kBM = 128;  // tile rows (tokens): two warpgroups of 64
+inline constexpr int kBK = 64;   // k a stage holds: one 128-byte swizzle row of 16-bit elements
+inline constexpr int kThreads = 384;
+inline constexpr int kGatherThreads = 256;
+
+template <class C, int kGemm>
+struct Shape {
+  static constexpr int kK = kGemm == 1 ? C::kH : C::kI;           // the reduction
+  static constexpr int kN = kGemm == 1 ? 2 * C::kCols1 : C::kN2;  // B rows a tile
+  static constexpr int kNTiles = kGemm == 1 ? C::kI / C::kCols1 : C::kH / C::kN2;
+  static constexpr int kStages = kGemm == 1 ? C::kStages1 : C::kStages2;
+  static constexpr int kBand = kGemm == 1 ? C::kBand1 : C::kBand2;
+  static constexpr int kKBlocks = kK / kBK;
+  static constexpr int kABytes = kBM * kBK * 2;
+  static constexpr int kBBytes = kN * kBK * 2;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static_assert(kK % kBK == 0, "K in whole stages");
+  static_assert(kN % 8 == 0 && kN <= 256, "a wgmma N");
+  static_assert(kGemm == 2 || C::kCols1 % 8 == 0, "gate and up columns in whole n8 blocks");
+  static_assert(kStageBytes % 1024 == 0, "stages on 1024-byte swizzle atoms");
+};
+
+__device__ __forceinline__ unsigned smem_address(const void *p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void barrier_init(unsigned long long *b, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void barrier_expect(unsigned long long *b, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void barrier_arrive(unsigned long long *b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(b)) : "memory");
+}
+/// Blocks until the barrier's phase of this parity has completed.
+__device__ __forceinline__ void barrier_wait(unsigned long long *b, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(smem_address(b)),
+      "r"(parity)
+      : "memory");
+}
+
+/// The box of `map` at (k, row) into shared memory at dst; completes bytes on `bar`.
+__device__ __forceinline__ void tma_load(void *dst, const ExpertsTmaMap *map, unsigned long long *bar, int k, int row) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::"
+      "bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(smem_address(dst)),
+      "l"(map), "r"(smem_address(bar)), "r"(k), "r"(row)
+      : "memory");
+}
+
+/// A wgmma descriptor of a K-major tile of 128-byte rows, 128-byte swizzle (8-row atoms 1024 bytes apart).
+__device__ __forceinline__ unsigned long long descriptor(const void *p) {
+  const unsigned long long address = smem_address(p);
+  return ((address & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+/// Keeps the compiler from moving reads or writes of the accumulators across a wgmma fence or wait.
+template <int R>
+__device__ __forceinline__ void pin(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <int R>
+__device__ __forceinline__ void registers_down() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
+}
+template <int R>
+__device__ __forceinline__ void registers_up() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
+}
+
+struct Unit {
+  int tile, n;
+};
+/// Unit u in bands of kBand tiles, the N tile outer within a band.
+template <class S>
+__device__ __forceinline__ Unit unit_of(int u, int tile_count) {
+  const int band = u / (S::kBand * S::kNTiles);
+  const int first = band * S::kBand;
+  const int tiles = min(S::kBand, tile_count - first);
+  const int r = u - band * S::kBand * S::kNTiles;
+  return {first + r % tiles, r / tiles};
+}
+
+template <class T>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  T e[2] = {from_float<T>(lo), from_float<T>(hi)};
+  unsigned out;
+  memcpy(&out, e, 4);
+  return out;
+}
+
+/// GEMM1's epilogue: h columns of tile unit (tile, n) from the warpgroup's accumulators.
+template <class C, int kR>
+__device__ __forceinline__ void store_h(const ExpertsPrefillArgs &a, const ExpertsTile &tile, int n, const float (&acc)[kR], int row0,
+                                        int q) {
+  using T = typename C::T;
+  T *h = static_cast<T *>(a.out);
+  const T *bias = C::kBias ? static_cast<const T *>(a.bias) + static_cast<long long>(tile.expert) * 2 * C::kI : nullptr;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = row0 + 8 * half;
+    if (r >= tile.rows) continue;
+    T *out = h + static_cast<long long>(tile.row + r) * C::kI + n * C::kCols1;
+    if constexpr (C::kInterleaved) {
+      // accumulator columns 2c, 2c + 1: gate and up of h column c
+#pragma unroll
+      for (int j = 0; j < C::kCols1 / 4; ++j) {
+        const int c = 4 * j + q;
+        float gate = acc[4 * j + 2 * half], up = acc[4 * j + 2 * half + 1];
+        if constexpr (C::kBias) {
+          gate = add(gate, to_float(bias[2 * (n * C::kCols1 + c)]));
+          up = add(up, to_float(bias[2 * (n * C::kCols1 + c) + 1]));
+        }
+        out[c] = experts::activation_of<C>(round_to<T>(gate), round_to<T>(up));
+      }
+    } else {
+      // accumulator columns c and kCols1 + c: gate and up of h column c
+#pragma unroll
+      for (int j = 0; j < C::kCols1 / 8; ++j) {
+        float v[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int c = 8 * j + 2 * q + i;
+          float gate = acc[4 * j + 2 * half + i], up = acc[4 * (j + C::kCols1 / 8) + 2 * half + i];
+          if constexpr (C::kBias) {
+            gate = add(gate, to_float(bias[n * C::kCols1 + c]));
+            up = add(up, to_float(bias[C::kI + n * C::kCols1 + c]));
+          }
+          v[i] = to_float(experts::activation_of<C>(round_to<T>(gate), round_to<T>(up)));
+        }
+        *reinterpret_cast<unsigned *>(out + 8 * j + 2 * q) = pack2<T>(v[0], v[1]);
+      }
+    }
+  }
+}
+
+/// GEMM2's epilogue: output columns of tile unit (tile, n), the bias and router weight applied.
+template <class C, int kR>
+__device__ __forceinline__ void store_o(const ExpertsPrefillArgs &a, const ExpertsTile &tile, int n, const float (&acc)[kR], int row0,
+                                        int q) {
+  using T = typename C::T;
+  T *o = static_cast<T *>(a.out);
+  const T *bias = C::kBias ? static_cast<const T *>(a.bias) + static_cast<long long>(tile.expert) * C::kH + n * C::kN2 : nullptr;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = row0 + 8 * half;
+    if (r >= tile.rows) continue;
+    long long out_row = tile.row + r;
+    float weight = 1.0f;
+    if constexpr (!C::kMasked) {
+      out_row = a.sorted[out_row];
+      if constexpr (!C::kWeightOnInput) weight = a.topk_weights[out_row];
+    }
+    T *out = o + out_row * C::kH + n * C::kN2;
+#pragma unroll
+    for (int j = 0; j < C::kN2 / 8; ++j) {
+      float v[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        v[i] = acc[4 * j + 2 * half + i];
+        if constexpr (C::kBias) v[i] = add(v[i], to_float(bias[8 * j + 2 * q + i]));
+        if constexpr (!C::kMasked && !C::kWeightOnInput) v[i] = mul(v[i], weight);
+      }
+      *reinterpret_cast<unsigned *>(out + 8 * j + 2 * q) = pack2<T>(v[0], v[1]);
+    }
+  }
+}
+
+}  // namespace prefill
+
+/// x' for the prefill GEMM1 (standard layout): a thread a 16-byte vector, grid-strided.
+template <class C>
+__global__ void __launch_bounds__(prefill::kGatherThreads) experts_gather_kernel(ExpertsGatherArgs a) {
+  static_assert(experts::Checks<C>::ok);
+  using T = typename C::T;
+  constexpr int kVectors = C::kH / 8;
+  dependent_launch_prologue();
+  const long long total = static_cast<long long>(a.tile_count[1]) * kVectors;
+  for (long long v = static_cast<long long>(blockIdx.x) * prefill::kGatherThreads + threadIdx.x; v < total;
+       v += static_cast<long long>(gridDim.x) * prefill::kGatherThreads) {
+    const long long row = v / kVectors, c = (v - row * kVectors) * 8;
+    const int pair = a.sorted[row];
+    uint4 x = *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.x) + static_cast<long long>(pair / C::kK) * C::kH + c);
+    if constexpr (C::kWeightOnInput) {
+      const float w = a.topk_weights[pair];
+      x.x = wstream::scale_pair<T>(x.x, w), x.y = wstream::scale_pair<T>(x.y, w);
+      x.z = wstream::scale_pair<T>(x.z, w), x.w = wstream::scale_pair<T>(x.w, w);
+    }
+    *reinterpret_cast<uint4 *>(static_cast<T *>(a.out) + row * C::kH + c) = x;
+  }
+}
+
+/// The prefill GEMMs (kGemm 1 or 2). See the file's header.
+template <class C, int kGemm>
+__global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(const __grid_constant__ ExpertsPrefillArgs a) {
+  static_assert(experts::Checks<C>::ok);
+  using namespace prefill;
+  using S = Shape<C, kGemm>;
+  using T = typename C::T;
+  extern __shared__ unsigned char smem_raw[];
+  // The swizzle atoms must sit on 1024-byte boundaries of the shared window.
+  unsigned char *smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
+  auto *full = reinterpret_cast<unsigned long long *>(smem + S::kStages * S::kStageBytes);
+  auto *empty = full + S::kStages;
+  const int warpgroup = static_cast<int>(threadIdx.x) / 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S::kStages; ++s) {
+      barrier_init(&full[s], 1);
+      barrier_init(&empty[s], 8);  // each consumer warp's first lane
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  wait_for_primary();  // the work list, and A (x' or h)
+  const int tile_count = a.tile_count[0];
+  const int units = tile_count * S::kNTiles;
+
+  if (warpgroup == 2) {  // the producer
+    registers_down<40>();
+    if (threadIdx.x == 256) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&a.a) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&a.b) : "memory");
+      int it = 0;
+      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        const Unit w = unit_of<S>(u, tile_count);
+        const ExpertsTile tile = a.tiles[w.tile];
+        for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
+          const int s = it % S::kStages;
+          barrier_wait(&empty[s], ((it / S::kStages) & 1) ^ 1);
+          unsigned char *stage = smem + s * S::kStageBytes;
+          barrier_expect(&full[s], S::kStageBytes);
+          tma_load(stage, &a.a, &full[s], kb * kBK, tile.row);
+          unsigned char *b = stage + S::kABytes;
+          if constexpr (kGemm == 2) {
+            tma_load(b, &a.b, &full[s], kb * kBK, tile.expert * C::kH + w.n * C::kN2);
+          } else if constexpr (C::kInterleaved) {
+            tma_load(b, &a.b, &full[s], kb * kBK, tile.expert * 2 * C::kI + 2 * w.n * C::kCols1);
+          } else {
+            tma_load(b, &a.b, &full[s], kb * kBK, tile.expert * 2 * C::kI + w.n * C::kCols1);
+            tma_load(b + C::kCols1 * 128, &a.b, &full[s], kb * kBK, tile.expert * 2 * C::kI + C::kI + w.n * C::kCols1);
+          }
+        }
+      }
+    }
+  } else {  // the consumers: warpgroup 0 rows 0-63 of each tile, 1 rows 64-127
+    registers_up<232>();
+    const int lane = static_cast<int>(threadIdx.x) % 32, warp = (static_cast<int>(threadIdx.x) % 128) / 32;
+    const int row0 = 64 * warpgroup + 16 * warp + lane / 4, q = lane % 4;
+    float acc[S::kN / 2];
+    int it = 0;
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      const Unit w = unit_of<S>(u, tile_count);
+      const ExpertsTile tile = a.tiles[w.tile];
+      for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
+        const int s = it % S::kStages;
+        barrier_wait(&full[s], (it / S::kStages) & 1);
+        const unsigned char *stage = smem + s * S::kStageBytes;
+        const unsigned long long da = descriptor(stage + warpgroup * 64 * 128), db = descriptor(stage + S::kABytes);
+        pin(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < kBK / 16; ++k) wgmma::Mma<T, S::kN>::run(acc, da + 2 * k, db + 2 * k, kb > 0 || k > 0);
+        wgmma_commit();
+        // One stage's wgmmas stay in flight; the stage before is read: hand it back.
+        wgmma_wait<1>();
+        pin(acc);
+        if (kb > 0 && lane == 0) barrier_arrive(&empty[(it + S::kStages - 1) % S::kStages]);
+      }
+      wgmma_wait<0>();
+      pin(acc);
+      if (lane == 0) barrier_arrive(&empty[(it + S::kStages - 1) % S::kStages]);
+      if constexpr (kGemm == 1) {
+        store_h<C>(a, tile, w.n, acc, row0, q);
+      } else {
+        store_o<C>(a, tile, w.n, acc, row0, q);
+      }
+    }
+  }
+  launch_dependents();
+}
+
+}  // namespace moejit
