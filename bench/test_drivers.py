@@ -15,6 +15,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_activation  # noqa: E402
 import bench_latent_tail  # noqa: E402
+import bench_python  # noqa: E402
 import bench_routing  # noqa: E402
 import common  # noqa: E402
 
@@ -248,9 +249,19 @@ class LatentTail(unittest.TestCase):
         self.assertEqual(a.tokens, [1, 4, 16, 64])
 
 
+class Python(unittest.TestCase):
+    def test_args_and_cases(self):
+        a = bench_python.parse_args([])
+        self.assertEqual((a.calls, a.batches, a.json), (100, 50, None))
+        for spec, name, tokens in bench_python.CASES:
+            self.assertTrue(spec.is_file(), spec)
+            with open(spec) as f:
+                self.assertIn(name, {o.get("name") for o in json.load(f)["ops"]})
+
+
 class Scripts(unittest.TestCase):
     def test_help_needs_no_torch(self):
-        for driver in ("bench_routing.py", "bench_activation.py", "bench_latent_tail.py"):
+        for driver in ("bench_routing.py", "bench_activation.py", "bench_latent_tail.py", "bench_python.py"):
             run = subprocess.run([sys.executable, os.path.join(HERE, driver), "--help"], capture_output=True, text=True)
             self.assertEqual(run.returncode, 0, run.stderr)
             self.assertIn("--json", run.stdout)
