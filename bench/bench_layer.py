@@ -279,9 +279,10 @@ def warmup(ctx, layers):
     warm, as after run_tests.sh's `moejit warmup`: reads)."""
     import moejit
     arch = ctx.device.arch
-    s = moejit.warmup(sorted({lay["spec"] for lay in layers}), archs=[arch] if arch in moejit.supported_archs() else None)
+    s = moejit.warmup(sorted({lay["spec"] for lay in layers}), archs=[arch] if arch in moejit.supported_archs() else None,
+                      check=False)  # an op no layer uses may fail; one a layer needs fails again when it loads
     print(f"warmup: {s.contracts} contracts from {s.specs} specs: {s.compiled} compiled, {s.from_disk} from disk, "
-          f"{s.in_memory} in memory; {s.seconds:.2f} s on {s.threads} threads", flush=True)
+          f"{s.in_memory} in memory, {s.failed} failed; {s.seconds:.2f} s on {s.threads} threads", flush=True)
 
 
 def main(argv=None):
