@@ -15,6 +15,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_activation  # noqa: E402
 import bench_latent_tail  # noqa: E402
+import bench_layer  # noqa: E402
+import bench_python  # noqa: E402
 import bench_routing  # noqa: E402
 import common  # noqa: E402
 
@@ -248,9 +250,95 @@ class LatentTail(unittest.TestCase):
         self.assertEqual(a.tokens, [1, 4, 16, 64])
 
 
+class Layer(unittest.TestCase):
+    def test_args(self):
+        a = bench_layer.parse_args([])
+        self.assertEqual(a.tokens, [1, 8, 64, 512])
+        self.assertEqual((a.calls, a.replays, a.models), (common.CALLS, common.REPLAYS, ""))
+
+    def test_shipped_layers(self):
+        layers = bench_layer.all_layers(bench_layer.SHIPPED)
+        by_model = {lay["model"]: lay for lay in layers}
+        self.assertEqual(len(by_model), len(layers), "one layer a shipped spec")
+        self.assertIn("deepseek-v3", by_model)
+        self.assertIn("gpt-oss-120b", by_model)
+        k3 = by_model["kimi-k3"]
+        self.assertEqual((k3["router"], k3["experts"], k3["tail"]), ("router", "experts_tp1", "tail_tp1"))
+        self.assertEqual(bench_layer.label_of(k3), "kimi-k3/experts_tp1+tail_tp1")
+        self.assertEqual(bench_layer.label_of(by_model["qwen3-30b-a3b"]), "qwen3-30b-a3b")
+        self.assertTrue(all(lay["tail"] is None for m, lay in by_model.items() if m != "kimi-k3"))
+        self.assertEqual([lay["model"] for lay in bench_layer.all_layers(bench_layer.SHIPPED, ["kimi-k3", "deepseek-v3"])],
+                         ["deepseek-v3", "kimi-k3"])
+        with self.assertRaises(SystemExit):
+            bench_layer.all_layers(bench_layer.SHIPPED, ["no-such-model"])
+
+    def test_what_moelayer_refuses_is_left_out(self):
+        ops = [{"name": "router", "op": "routing", "num_experts": 64, "topk": 4, "scoring": "softmax"},
+               {"name": "topk_differs", "op": "experts", "hidden": 512, "intermediate": 256, "num_experts": 64, "topk": 2,
+                "activation": {"kind": "silu"}},
+               {"name": "ids_differ", "op": "experts", "hidden": 512, "intermediate": 256, "num_experts": 64, "topk": 4,
+                "ids_dtype": "int64", "activation": {"kind": "silu"}},
+               {"name": "range_differs", "op": "experts", "hidden": 512, "intermediate": 256, "num_experts": 32, "topk": 4,
+                "activation": {"kind": "silu"}},
+               {"name": "masked", "op": "experts", "layout": "masked", "hidden": 512, "intermediate": 256, "num_experts": 64,
+                "activation": {"kind": "silu"}},
+               {"name": "experts_tp4", "op": "experts", "hidden": 512, "intermediate": 64, "num_experts": 64, "topk": 4,
+                "activation": {"kind": "silu"}},
+               {"name": "mapped", "op": "experts", "hidden": 512, "intermediate": 256, "num_experts": 16, "global_experts": 64,
+                "topk": 4, "activation": {"kind": "silu"}},
+               {"name": "tail_tp2", "op": "latent_tail", "tp_size": 2, "hidden": 1024, "latent": 512},
+               {"name": "tail_wide", "op": "latent_tail", "tp_size": 1, "hidden": 1024, "latent": 1024},
+               {"name": "tail", "op": "latent_tail", "tp_size": 1, "hidden": 1024, "latent": 512}]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.json")
+            with open(path, "w") as f:
+                json.dump({"model": "m", "ops": ops}, f)
+            layers = bench_layer.layers_of(path)
+        self.assertEqual([(lay["experts"], lay["tail"]) for lay in layers], [("mapped", "tail")])
+        self.assertEqual((bench_layer.tp_slice("experts_tp8"), bench_layer.tp_slice("experts")), (8, 1))
+
+    def test_touched_experts(self):
+        self.assertAlmostEqual(bench_layer.touched_experts(256, 8, 1), 8)
+        self.assertAlmostEqual(bench_layer.touched_experts(8, 2, 10000), 8)
+        self.assertLess(bench_layer.touched_experts(256, 8, 64), 256)
+
+    def test_rows_table_summary(self):
+        k3 = {"model": "kimi-k3", "spec": "k.json", "router": "router", "experts": "experts_tp1", "tail": "tail_tp1"}
+        ds = {"model": "deepseek-v3", "spec": "d.json", "router": "router", "experts": "experts", "tail": None}
+        rows = [bench_layer.row_of(k3, 1, {"layer": 300.0, "router": 2.0, "experts": 280.0, "tail": 25.0, "sequence": 305.0}, True),
+                bench_layer.row_of(k3, 8, {"layer": 900.0, "router": 2.0, "experts": 880.0, "tail": 26.0, "sequence": 904.0}, False),
+                bench_layer.row_of(ds, 1, {"layer": 200.0, "router": 2.0, "experts": None, "sequence": 203.0}, True)]
+        r = rows[0]
+        self.assertEqual(r["sum_us"], 307.0)
+        self.assertAlmostEqual(r["layer_over_sum"], 300.0 / 307.0)
+        self.assertEqual((r["saving_us"], r["saving_vs_sequence_us"]), (7.0, 5.0))
+        self.assertIsNone(rows[2]["sum_us"])  # one op failed: no sum
+        self.assertIsNone(rows[2]["tail_us"])
+        lines = bench_layer.table(rows).splitlines()
+        self.assertEqual(lines[0].count("|"), len(bench_layer.HEADERS) + 1)
+        self.assertEqual(len(lines), 5)
+        self.assertRegex(lines[2], r"\| +307\.0 \| +0\.98x \| +7\.00 \|")
+        s = bench_layer.summary(rows, ["kimi-k3/experts_tp1+tail_tp1 T=512: over the layer's max_tokens (64)"])
+        self.assertIn("kimi-k3/experts_tp1+tail_tp1: the layer saves 4.00 to 5.00 us a call", s[0])
+        self.assertIn("DIFFERS from the sequence at T=8", s[0])
+        self.assertIn("deepseek-v3: the layer saves 3.00 to 3.00 us", s[1])
+        self.assertTrue(s[2].startswith("skipped: kimi-k3"))
+        json.dumps(rows)
+
+
+class Python(unittest.TestCase):
+    def test_args_and_cases(self):
+        a = bench_python.parse_args([])
+        self.assertEqual((a.calls, a.batches, a.json), (100, 50, None))
+        for spec, name, tokens in bench_python.CASES:
+            self.assertTrue(spec.is_file(), spec)
+            with open(spec) as f:
+                self.assertIn(name, {o.get("name") for o in json.load(f)["ops"]})
+
+
 class Scripts(unittest.TestCase):
     def test_help_needs_no_torch(self):
-        for driver in ("bench_routing.py", "bench_activation.py", "bench_latent_tail.py"):
+        for driver in ("bench_routing.py", "bench_activation.py", "bench_latent_tail.py", "bench_layer.py", "bench_python.py"):
             run = subprocess.run([sys.executable, os.path.join(HERE, driver), "--help"], capture_output=True, text=True)
             self.assertEqual(run.returncode, 0, run.stderr)
             self.assertIn("--json", run.stdout)

@@ -6,7 +6,8 @@
 # alone: they fill and upload up to 59 GB of weights once a variant); models: those; checks: `moejit check` of every shipped
 # spec, `moejit run` against --reference, a compute-sanitizer pass; python: the Python package's
 # tests (tests/python: every op against `moejit run`, MoELayer, torch.compile and CUDA graphs;
-# build.sh puts the package in .carry/python) and its per-call overhead (bench/bench_python.py);
+# build.sh puts the package in .carry/python), its per-call overhead (bench/bench_python.py) and
+# MoELayer beside its ops one by one (bench/bench_layer.py: up to 59 GB of weights a model);
 # --exhaustive: the exhaustive checks of the activation's tanh, reciprocal and division
 # (tests/gpu/*.cu, built there with nvcc). One call each. Outputs into $OUT.
 set -uo pipefail
@@ -52,7 +53,9 @@ elif [ "$what" = python ]; then
     > "$OUT/pytest.txt" 2>&1; echo "pytest exit $?"
   grep -E "passed|failed|^FAILED|^ERROR|^SKIPPED" "$OUT/pytest.txt" | tail -12
   echo "== Python's cost per call (bench/bench_python.py)"
-  PYTHONPATH=$B/python timeout 120 python3 bench/bench_python.py 2>&1 | tee "$OUT/bench_python.txt" | tail -9
+  PYTHONPATH=$B/python timeout 120 python3 bench/bench_python.py --json "$OUT/python.json" 2>&1 | tee "$OUT/bench_python.txt" | tail -9
+  echo "== MoELayer beside its ops one by one (bench/bench_layer.py)"
+  PYTHONPATH=$B/python timeout 150 python3 bench/bench_layer.py --json "$OUT/layer.json" 2>&1 | tee "$OUT/bench_layer.txt" | tail -56
 elif [ "$what" = --exhaustive ]; then
   echo "== exhaustive checks"
   for t in div_rcp_sweep tanh_exhaustive rcp_exhaustive; do
