@@ -45,6 +45,10 @@ int emit_report(detail::Cache& cache, const std::vector<Item>& items) {
                  detail::to_string(r.source), res.registers, res.shared_bytes, res.stack_bytes,
                  res.spill_store_bytes + res.spill_load_bytes, r.entry->manifest.key.hex(), k.name_expression);
     }
+    // The contract's fields under its kernels: the shape and the tiling it chose.
+    std::vector<std::string> fields;
+    for (const auto& f : item.contract.fields()) fields.push_back(fmt::format("{}={}", f.name, f.value));
+    fmt::print("{:<20} {:<8} contract {}: {}\n", item.op, item.contract.arch(), item.contract.family(), fmt::join(fields, " "));
   }
   return kOk;
 }
@@ -57,7 +61,7 @@ Action add_compile(CLI::App& app) {
   sub->add_option("spec", o->spec, "spec file")->required();
   sub->add_option("--op", o->op, "only these ops (names or indices, comma-separated)");
   sub->add_option("--arch", o->arch, "target arch (default: the spec's archs)")->check(supported_arch());
-  sub->add_option("--emit", o->emit, "what to show: report (registers, shared memory, spills), source, ptx, cubin, contract")
+  sub->add_option("--emit", o->emit, "what to show: report (registers, shared memory, spills; each contract's fields and tiling), source, ptx, cubin, contract")
       ->check(CLI::IsMember({"report", "source", "ptx", "cubin", "contract"}));
   sub->add_option("-o,--output", o->output, "write to this file (a directory when there are several contracts)");
   return [o] {

@@ -26,7 +26,7 @@ if [ "$what" = tests ]; then
   timeout 200 $B/test_gpu "~[experts]~[layer]" > "$OUT/test_gpu.txt" 2>&1; echo "test_gpu exit $?"
   grep -E "FAILED|SKIPPED|test cases|assertions" "$OUT/test_gpu.txt" | head -12
   echo "== [experts] and [layer] tests but the shipped models' shapes"
-  timeout 200 $B/test_gpu "[experts]~$models_case,[layer]" -d yes > "$OUT/test_experts.txt" 2>&1; echo "test_gpu exit $?"
+  timeout 330 $B/test_gpu "[experts]~$models_case,[layer]" -d yes > "$OUT/test_experts.txt" 2>&1; echo "test_gpu exit $?"
   grep -E "FAILED|test cases|assertions| s: " "$OUT/test_experts.txt" | head -20
 elif [ "$what" = models ]; then
   echo "== the experts at every shipped model's shape"
