@@ -161,6 +161,8 @@ def main(argv=None):
             results.append(row)
             k = row.get("kernels_us", {})
             gemm_us = sum(v for n, v in k.items() if "prefill_kernel" in n)
+            if k:
+                print(f"  {name} T={t} kernels: " + ", ".join(f"{n} {v:.1f} us" for n, v in sorted(k.items())), flush=True)
             print(f"  {name} T={t}: op {row['prefill_us']:.1f} us" + (f", decode path {row['decode_us']:.1f} us" if "decode_us" in row else "")
                   + (f", GEMMs {gemm_us:.1f} us ({flops / gemm_us / 1e6:.0f} TFLOP/s)" if gemm_us else "")
                   + f", clock {row['clock_mhz']} MHz", flush=True)

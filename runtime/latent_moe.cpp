@@ -244,8 +244,7 @@ struct LatentMoE::Impl {
   // PDL: W streams in while the kernel that writes z (norm or exchange) still runs.
   void upproj(const UpTarget& u, const void* w, std::int64_t tokens, CUstream stream) const {
     std::size_t size = 0;
-    static const int cap = getenv("MOEJIT_TAIL_MAX_TILE") ? atoi(getenv("MOEJIT_TAIL_MAX_TILE")) : 64;
-    while (size + 1 < detail::kTailUpProjTokens.size() && tokens > detail::kTailUpProjTokens[size] && detail::kTailUpProjTokens[size] < cap) ++size;
+    while (size + 1 < detail::kTailUpProjTokens.size() && tokens > detail::kTailUpProjTokens[size]) ++size;
     TailUpArgs a{};
     a.peers = peers;
     a.z = latent_norm.ptr();

@@ -144,7 +144,7 @@ TEST_CASE("experts through the prefill GEMMs at every T: small, awkward and mask
       R"({"op": "experts", "hidden": 256, "intermediate": 64, "num_experts": 5, "topk": 1, "apply_router_weight_on_input": true, "activation": {"kind": "gelu_tanh"}})",
       R"({"op": "experts", "hidden": 1024, "intermediate": 320, "num_experts": 33, "topk": 7, "activation": {"kind": "situ", "beta": 4.0, "linear_beta": 25.0}})",
       R"({"op": "experts", "hidden": 2048, "intermediate": 768, "num_experts": 64, "topk": 6, "apply_router_weight_on_input": true, "bias": true, "dtype": "fp16", "activation": {"kind": "situ", "beta": 1.5}})",
-      R"({"op": "experts", "hidden": 960, "intermediate": 480, "num_experts": 9, "topk": 3, "bias": true, "activation": {"kind": "swiglu_oai", "interleaved": true}})",
+      R"({"op": "experts", "hidden": 960, "intermediate": 960, "num_experts": 9, "topk": 3, "bias": true, "activation": {"kind": "swiglu_oai", "interleaved": true}})",
   });
   std::uint64_t seed = 500;
   for (const auto& spec : ops) {
