@@ -336,9 +336,21 @@ class Python(unittest.TestCase):
                 self.assertIn(name, {o.get("name") for o in json.load(f)["ops"]})
 
 
+class ExpertsPrefill(unittest.TestCase):
+    def test_args_and_ops(self):
+        import bench_experts_prefill
+        a = bench_experts_prefill.parse_args(["--crossover", "1,64"])
+        self.assertEqual((a.tokens, a.crossover), ([8192, 16384], [1, 64]))
+        with open(a.spec) as f:
+            names = {o.get("name") for o in json.load(f)["ops"]}
+        for name in a.ops.split(","):
+            self.assertIn(name, names)
+
+
 class Scripts(unittest.TestCase):
     def test_help_needs_no_torch(self):
-        for driver in ("bench_routing.py", "bench_activation.py", "bench_latent_tail.py", "bench_layer.py", "bench_python.py"):
+        for driver in ("bench_routing.py", "bench_activation.py", "bench_latent_tail.py", "bench_layer.py", "bench_python.py",
+                       "bench_experts_prefill.py"):
             run = subprocess.run([sys.executable, os.path.join(HERE, driver), "--help"], capture_output=True, text=True)
             self.assertEqual(run.returncode, 0, run.stderr)
             self.assertIn("--json", run.stdout)

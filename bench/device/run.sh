@@ -2,8 +2,9 @@
 # Every table of bench/README.md, in one GPU call (device tool, nvidia-h200-x2: the latent tail
 # times tp 2 there and tp 1 alone on one GPU):
 #   here:   bash bench/device/build.sh
-#   there:  timeout 560 bash bench/device/run.sh [latent_tail] [routing] [activation] [experts]
-# No argument runs all four. A cold warmup of a private kernel cache comes first (timed, then a
+#   there:  timeout 560 bash bench/device/run.sh [latent_tail] [routing] [activation] [experts] [experts_prefill]
+# No argument runs the first four (experts_prefill, ~200 s, is asked for by name: the Python
+# package in .carry/python drives it). A cold warmup of a private kernel cache comes first (timed, then a
 # warm start), then each driver (bench/bench_*.py, with the binaries build.sh put in .carry/)
 # writes NAME.txt (its tables) and NAME.json into $OUT; the summary comes last. run.txt holds what
 # this script printed and the warmup's output. More than 8 files in $OUT (what the device tool
@@ -18,11 +19,11 @@ BUDGET=${BUDGET:-540}  # seconds for everything, under the `timeout 560` around 
 mkdir -p "$OUT"
 : > "$OUT/run.txt"
 
-declare -A CAP=([warmup]=90 [latent_tail]=150 [routing]=230 [activation]=280 [experts]=240)  # seconds a step may take
+declare -A CAP=([warmup]=90 [latent_tail]=150 [routing]=230 [activation]=280 [experts]=240 [experts_prefill]=220)  # seconds a step may take
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(latent_tail routing activation experts)
 for s in "${steps[@]}"; do
-  [ -n "${CAP[$s]:-}" ] && [ "$s" != warmup ] || { echo "usage: $0 [latent_tail] [routing] [activation] [experts]" >&2; exit 2; }
+  [ -n "${CAP[$s]:-}" ] && [ "$s" != warmup ] || { echo "usage: $0 [latent_tail] [routing] [activation] [experts] [experts_prefill]" >&2; exit 2; }
 done
 
 say() { echo "$@" | tee -a "$OUT/run.txt"; }
@@ -107,6 +108,8 @@ for s in "${steps[@]}"; do
     routing) run_step routing python3 bench/bench_routing.py --moejit $B/moejit --json "$OUT/routing.json" --crossover "$OUT/crossover.json" ;;
     activation) run_step activation python3 bench/bench_activation.py --moejit $B/moejit --json "$OUT/activation.json" ;;
     experts) run_step experts python3 bench/bench_experts.py --moejit $B/moejit --json "$OUT/experts.json" ;;
+    experts_prefill) run_step experts_prefill env PYTHONPATH=$B/python python3 bench/bench_experts_prefill.py --crossover 1,8,32,64,256,1024 \
+                       --json "$OUT/experts_prefill.json" ;;
   esac
 done
 nvidia-smi --query-gpu=index,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$OUT/run.txt"
