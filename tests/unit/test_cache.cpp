@@ -831,3 +831,23 @@ TEST_CASE("MOEJIT_PDL=1 turns programmatic dependent launch on; any other value 
   ::unsetenv("MOEJIT_PDL");
   CHECK_FALSE(Options::from_environment().programmatic_launch);
 }
+
+TEST_CASE("MOEJIT_EXPERTS_PATH picks the experts' GEMMs: auto, decode or prefill; anything else is an error", "[options]") {
+  ::setenv("MOEJIT_EXPERTS_PATH", "decode", 1);
+  CHECK(Options::from_environment().experts_path == Options::ExpertsPath::decode);
+  ::setenv("MOEJIT_EXPERTS_PATH", "prefill", 1);
+  CHECK(Options::from_environment().experts_path == Options::ExpertsPath::prefill);
+  ::setenv("MOEJIT_EXPERTS_PATH", "auto", 1);
+  CHECK(Options::from_environment().experts_path == Options::ExpertsPath::automatic);
+  ::setenv("MOEJIT_EXPERTS_PATH", "wgmma", 1);
+  try {
+    (void)Options::from_environment();
+    FAIL("no error for MOEJIT_EXPERTS_PATH=wgmma");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::usage);
+    CHECK(e.fields().pointer == "MOEJIT_EXPERTS_PATH");
+    CHECK(e.fields().found == "'wgmma'");
+  }
+  ::unsetenv("MOEJIT_EXPERTS_PATH");
+  CHECK(Options::from_environment().experts_path == Options::ExpertsPath::automatic);
+}

@@ -258,3 +258,35 @@ TEST_CASE("grouped routing tiling: a block kernel only where the rank tree serve
     CHECK_FALSE(dynamic_cast<const RoutingSpec&>(*spec.ops[0]).has_block_kernel());
   }
 }
+
+TEST_CASE("experts: the prefill contract exists on sm_90a where a wgmma N divides the shape, with its tiling", "[contract][experts]") {
+  const auto spec_of = [](const std::string& fields) {
+    return parse_spec(R"({"op": "experts", )" + fields + R"(, "activation": {"kind": "silu"}})", "t.json").ops[0];
+  };
+  const auto dsv3 = spec_of(R"("hidden": 7168, "intermediate": 2048, "num_experts": 256, "topk": 8)");
+  const auto both = contracts(*dsv3, "sm_90a");
+  REQUIRE(both.size() == 2);
+  CHECK(both[1].family() == "experts_prefill");
+  CHECK(both[1].template_name() == "experts_prefill.cuh");
+  CHECK(both[1].get("cols1") == "128");
+  CHECK(both[1].get("n2") == "256");
+  CHECK(both[1].get("stages1") == "4");
+  CHECK(both[1].get("band1") == "9");
+  CHECK(both[1].get("hidden") == "7168");  // the decode contract's fields, then the tiling
+  CHECK(both[1].has_kernel("gemm1_wgmma"));
+  CHECK(both[1].has_kernel("gemm2_wgmma"));
+  CHECK(both[1].has_kernel("gather"));
+  CHECK(contracts(*dsv3, "sm_100a").size() == 1);  // wgmma is sm_90a's; tcgen05 is not written
+  // GPT-OSS (2880 = 64 x 45): 120 h columns a GEMM1 tile (N 240), GEMM2's N 240.
+  const auto gpt = contracts(*spec_of(R"("hidden": 2880, "intermediate": 2880, "num_experts": 128, "topk": 4)"), "sm_90a");
+  REQUIRE(gpt.size() == 2);
+  CHECK(gpt[1].get("cols1") == "120");
+  CHECK(gpt[1].get("n2") == "240");
+  // No N of the wgmma shapes divides hidden 320: the decode kernels take every call.
+  CHECK(contracts(*spec_of(R"("hidden": 320, "intermediate": 192, "num_experts": 9, "topk": 3)"), "sm_90a").size() == 1);
+  // The masked layout has no gather (x is already one row block an expert).
+  const auto masked = contracts(*parse_spec(R"({"op": "experts", "layout": "masked", "hidden": 512, "intermediate": 256, "num_experts": 4,
+      "max_tokens": 64, "activation": {"kind": "silu"}})", "t.json").ops[0], "sm_90a");
+  REQUIRE(masked.size() == 2);
+  CHECK_FALSE(masked[1].has_kernel("gather"));
+}
