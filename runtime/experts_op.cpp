@@ -161,15 +161,28 @@ class ExpertsOp final : public Op {
     return cached.map;
   }
 
+  // The metadata kernel, for GEMM tiles of n rows; its work list and sort stay in the workspace.
+  ExpertsMetaArgs launch_meta(std::span<const Buffer> b, std::int64_t tokens, int n, CUstream stream, const LaunchHints& hints) const {
+    const ExpertsMetaArgs meta{at(b, ids_),
+                               static_cast<const int*>(at(b, map_)),
+                               static_cast<const int*>(at(b, counts_)),
+                               tokens,
+                               n,
+                               static_cast<int*>(sorted_.ptr()),
+                               static_cast<int*>(position_.ptr()),
+                               static_cast<ExpertsTile*>(tiles_.ptr()),
+                               static_cast<int*>(tile_count_.ptr())};
+    meta_->launch({1, 1, 1}, meta, stream, pdl_ || hints.chained);
+    return meta;
+  }
+
   void launch_prefill(std::span<const Buffer> b, std::int64_t tokens, CUstream stream, const LaunchHints& hints) const {
     constexpr int n = kExpertsPrefillRows;
-    auto* tiles = static_cast<ExpertsTile*>(tiles_.ptr());
-    auto* count = static_cast<int*>(tile_count_.ptr());
-    auto* sorted = static_cast<int*>(sorted_.ptr());
-    auto* position = static_cast<int*>(position_.ptr());
-    const ExpertsMetaArgs meta{at(b, ids_), static_cast<const int*>(at(b, map_)), static_cast<const int*>(at(b, counts_)),
-                               tokens, n, sorted, position, tiles, count};
-    meta_->launch({1, 1, 1}, meta, stream, pdl_ || hints.chained);
+    const auto meta = launch_meta(b, tokens, n, stream, hints);
+    auto* tiles = meta.tiles;
+    auto* count = meta.tile_count;
+    auto* sorted = meta.sorted;
+    auto* position = meta.position;
     const auto* weights = static_cast<const float*>(at(b, weights_));
     ExpertsPrefillArgs g1{};
     if (spec_.masked()) {
@@ -241,13 +254,11 @@ class ExpertsOp final : public Op {
     if (prefill_call(tokens, hints)) return launch_prefill(b, tokens, stream, hints);
     const int n = tile_rows(tokens, hints);
     const int large = n == kExpertsLargeTile ? 1 : 0;
-    auto* tiles = static_cast<ExpertsTile*>(tiles_.ptr());
-    auto* count = static_cast<int*>(tile_count_.ptr());
-    auto* sorted = static_cast<int*>(sorted_.ptr());
-    auto* position = static_cast<int*>(position_.ptr());
-    const ExpertsMetaArgs meta{at(b, ids_), static_cast<const int*>(at(b, map_)), static_cast<const int*>(at(b, counts_)),
-                               tokens, n, sorted, position, tiles, count};
-    meta_->launch({1, 1, 1}, meta, stream, pdl_ || hints.chained);
+    const auto meta = launch_meta(b, tokens, n, stream, hints);
+    auto* tiles = meta.tiles;
+    auto* count = meta.tile_count;
+    auto* sorted = meta.sorted;
+    auto* position = meta.position;
 
     const auto grid_x = static_cast<unsigned>(max_tiles(tokens, n));
     const auto* weights = static_cast<const float*>(at(b, weights_));

@@ -47,19 +47,19 @@ struct Shape {
   static_assert(kStageBytes % 1024 == 0, "stages on 1024-byte swizzle atoms");
 };
 
-__device__ __forceinline__ unsigned smem_address(const void *p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ unsigned smem_address(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 
-__device__ __forceinline__ void barrier_init(unsigned long long *b, int count) {
+__device__ __forceinline__ void barrier_init(unsigned long long* b, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(b)), "r"(count) : "memory");
 }
-__device__ __forceinline__ void barrier_expect(unsigned long long *b, int bytes) {
+__device__ __forceinline__ void barrier_expect(unsigned long long* b, int bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(b)), "r"(bytes) : "memory");
 }
-__device__ __forceinline__ void barrier_arrive(unsigned long long *b) {
+__device__ __forceinline__ void barrier_arrive(unsigned long long* b) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(b)) : "memory");
 }
 /// Blocks until the barrier's phase of this parity has completed.
-__device__ __forceinline__ void barrier_wait(unsigned long long *b, int parity) {
+__device__ __forceinline__ void barrier_wait(unsigned long long* b, int parity) {
   asm volatile(
       "{\n.reg .pred done;\nWAIT:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
@@ -69,7 +69,7 @@ __device__ __forceinline__ void barrier_wait(unsigned long long *b, int parity) 
 }
 
 /// The box of `map` at (k, row) into shared memory at dst; completes bytes on `bar`.
-__device__ __forceinline__ void tma_load(void *dst, const ExpertsTmaMap *map, unsigned long long *bar, int k, int row) {
+__device__ __forceinline__ void tma_load(void* dst, const ExpertsTmaMap* map, unsigned long long* bar, int k, int row) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::"
       "bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(smem_address(dst)),
@@ -78,7 +78,7 @@ __device__ __forceinline__ void tma_load(void *dst, const ExpertsTmaMap *map, un
 }
 
 /// A wgmma descriptor of a K-major tile of 128-byte rows, 128-byte swizzle (8-row atoms 1024 bytes apart).
-__device__ __forceinline__ unsigned long long descriptor(const void *p) {
+__device__ __forceinline__ unsigned long long descriptor(const void* p) {
   const unsigned long long address = smem_address(p);
   return ((address & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
@@ -128,16 +128,16 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 
 /// GEMM1's epilogue: h columns of tile unit (tile, n) from the warpgroup's accumulators.
 template <class C, int kR>
-__device__ __forceinline__ void store_h(const ExpertsPrefillArgs &a, const ExpertsTile &tile, int n, const float (&acc)[kR], int row0,
+__device__ __forceinline__ void store_h(const ExpertsPrefillArgs& a, const ExpertsTile& tile, int n, const float (&acc)[kR], int row0,
                                         int q) {
   using T = typename C::T;
-  T *h = static_cast<T *>(a.out);
-  const T *bias = C::kBias ? static_cast<const T *>(a.bias) + static_cast<long long>(tile.expert) * 2 * C::kI : nullptr;
+  T* h = static_cast<T*>(a.out);
+  const T* bias = C::kBias ? static_cast<const T*>(a.bias) + static_cast<long long>(tile.expert) * 2 * C::kI : nullptr;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = row0 + 8 * half;
     if (r >= tile.rows) continue;
-    T *out = h + static_cast<long long>(tile.row + r) * C::kI + n * C::kCols1;
+    T* out = h + static_cast<long long>(tile.row + r) * C::kI + n * C::kCols1;
     if constexpr (C::kInterleaved) {
       // accumulator columns 2c, 2c + 1: gate and up of h column c
 #pragma unroll
@@ -165,7 +165,7 @@ __device__ __forceinline__ void store_h(const ExpertsPrefillArgs &a, const Exper
           }
           v[i] = to_float(experts::activation_of<C>(round_to<T>(gate), round_to<T>(up)));
         }
-        *reinterpret_cast<unsigned *>(out + 8 * j + 2 * q) = pack2<T>(v[0], v[1]);
+        *reinterpret_cast<unsigned*>(out + 8 * j + 2 * q) = pack2<T>(v[0], v[1]);
       }
     }
   }
@@ -173,11 +173,11 @@ __device__ __forceinline__ void store_h(const ExpertsPrefillArgs &a, const Exper
 
 /// GEMM2's epilogue: output columns of tile unit (tile, n), the bias and router weight applied.
 template <class C, int kR>
-__device__ __forceinline__ void store_o(const ExpertsPrefillArgs &a, const ExpertsTile &tile, int n, const float (&acc)[kR], int row0,
+__device__ __forceinline__ void store_o(const ExpertsPrefillArgs& a, const ExpertsTile& tile, int n, const float (&acc)[kR], int row0,
                                         int q) {
   using T = typename C::T;
-  T *o = static_cast<T *>(a.out);
-  const T *bias = C::kBias ? static_cast<const T *>(a.bias) + static_cast<long long>(tile.expert) * C::kH + n * C::kN2 : nullptr;
+  T* o = static_cast<T*>(a.out);
+  const T* bias = C::kBias ? static_cast<const T*>(a.bias) + static_cast<long long>(tile.expert) * C::kH + n * C::kN2 : nullptr;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = row0 + 8 * half;
@@ -188,7 +188,7 @@ __device__ __forceinline__ void store_o(const ExpertsPrefillArgs &a, const Exper
       out_row = a.sorted[out_row];
       if constexpr (!C::kWeightOnInput) weight = a.topk_weights[out_row];
     }
-    T *out = o + out_row * C::kH + n * C::kN2;
+    T* out = o + out_row * C::kH + n * C::kN2;
 #pragma unroll
     for (int j = 0; j < C::kN2 / 8; ++j) {
       float v[2];
@@ -198,7 +198,7 @@ __device__ __forceinline__ void store_o(const ExpertsPrefillArgs &a, const Exper
         if constexpr (C::kBias) v[i] = add(v[i], to_float(bias[8 * j + 2 * q + i]));
         if constexpr (!C::kMasked && !C::kWeightOnInput) v[i] = mul(v[i], weight);
       }
-      *reinterpret_cast<unsigned *>(out + 8 * j + 2 * q) = pack2<T>(v[0], v[1]);
+      *reinterpret_cast<unsigned*>(out + 8 * j + 2 * q) = pack2<T>(v[0], v[1]);
     }
   }
 }
@@ -217,13 +217,13 @@ __global__ void __launch_bounds__(prefill::kGatherThreads) experts_gather_kernel
        v += static_cast<long long>(gridDim.x) * prefill::kGatherThreads) {
     const long long row = v / kVectors, c = (v - row * kVectors) * 8;
     const int pair = a.sorted[row];
-    uint4 x = *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.x) + static_cast<long long>(pair / C::kK) * C::kH + c);
+    uint4 x = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.x) + static_cast<long long>(pair / C::kK) * C::kH + c);
     if constexpr (C::kWeightOnInput) {
       const float w = a.topk_weights[pair];
       x.x = wstream::scale_pair<T>(x.x, w), x.y = wstream::scale_pair<T>(x.y, w);
       x.z = wstream::scale_pair<T>(x.z, w), x.w = wstream::scale_pair<T>(x.w, w);
     }
-    *reinterpret_cast<uint4 *>(static_cast<T *>(a.out) + row * C::kH + c) = x;
+    *reinterpret_cast<uint4*>(static_cast<T*>(a.out) + row * C::kH + c) = x;
   }
 }
 
@@ -236,9 +236,9 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
   using T = typename C::T;
   extern __shared__ unsigned char smem_raw[];
   // The swizzle atoms must sit on 1024-byte boundaries of the shared window.
-  unsigned char *smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
-  auto *full = reinterpret_cast<unsigned long long *>(smem + S::kStages * S::kStageBytes);
-  auto *empty = full + S::kStages;
+  unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
+  auto* full = reinterpret_cast<unsigned long long*>(smem + S::kStages * S::kStageBytes);
+  auto* empty = full + S::kStages;
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
@@ -264,10 +264,10 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
         for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
           const int s = it % S::kStages;
           barrier_wait(&empty[s], ((it / S::kStages) & 1) ^ 1);
-          unsigned char *stage = smem + s * S::kStageBytes;
+          unsigned char* stage = smem + s * S::kStageBytes;
           barrier_expect(&full[s], S::kStageBytes);
           tma_load(stage, &a.a, &full[s], kb * kBK, tile.row);
-          unsigned char *b = stage + S::kABytes;
+          unsigned char* b = stage + S::kABytes;
           if constexpr (kGemm == 2) {
             tma_load(b, &a.b, &full[s], kb * kBK, tile.expert * C::kH + w.n * C::kN2);
           } else if constexpr (C::kInterleaved) {
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
       for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
         const int s = it % S::kStages;
         barrier_wait(&full[s], (it / S::kStages) & 1);
-        const unsigned char *stage = smem + s * S::kStageBytes;
+        const unsigned char* stage = smem + s * S::kStageBytes;
         const unsigned long long da = descriptor(stage + warpgroup * 64 * 128), db = descriptor(stage + S::kABytes);
         pin(acc);
         wgmma_fence();
