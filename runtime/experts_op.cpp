@@ -139,14 +139,7 @@ class ExpertsOp final : public Op {
   bool prefill_call(std::int64_t tokens, const LaunchHints& hints) const {
     if (!prefill_.ok || path_ == Options::ExpertsPath::decode) return false;
     if (path_ == Options::ExpertsPath::prefill) return true;
-    std::int64_t per_expert = 0;
-    if (spec_.masked()) {
-      per_expert = hints.expected_rows > 0 ? std::min(hints.expected_rows, tokens) : tokens;
-    } else {
-      const std::int64_t pairs = rows_for(tokens);
-      per_expert = ceil_div(pairs, std::min<std::int64_t>(spec_.num_experts, pairs));
-    }
-    return per_expert >= crossover_;
+    return rows_per_expert(tokens, hints) >= crossover_;
   }
 
   // The weights' TMA descriptors, encoded again only when the call's weights moved.
@@ -235,16 +228,17 @@ class ExpertsOp final : public Op {
     return pairs / n + std::min<std::int64_t>(spec_.num_experts, pairs) + 1;
   }
 
+  // The rows an active expert holds on average: the hint or T_max (masked), else the pairs over
+  // the experts they can reach.
+  std::int64_t rows_per_expert(std::int64_t tokens, const LaunchHints& hints) const {
+    if (spec_.masked()) return hints.expected_rows > 0 ? std::min(hints.expected_rows, tokens) : tokens;
+    const std::int64_t pairs = rows_for(tokens);
+    return ceil_div(pairs, std::min<std::int64_t>(spec_.num_experts, pairs));
+  }
+
   // The small tiles while the rows an active expert holds on average fit them (decode).
   int tile_rows(std::int64_t tokens, const LaunchHints& hints) const {
-    std::int64_t per_expert = 0;
-    if (spec_.masked()) {
-      per_expert = hints.expected_rows > 0 ? std::min(hints.expected_rows, tokens) : tokens;
-    } else {
-      const std::int64_t pairs = rows_for(tokens);
-      per_expert = ceil_div(pairs, std::min<std::int64_t>(spec_.num_experts, pairs));
-    }
-    return per_expert <= kExpertsSmallTile ? kExpertsSmallTile : kExpertsLargeTile;
+    return rows_per_expert(tokens, hints) <= kExpertsSmallTile ? kExpertsSmallTile : kExpertsLargeTile;
   }
 
   static const void* at(std::span<const Buffer> b, int index) { return index >= 0 ? b[static_cast<std::size_t>(index)].ptr : nullptr; }
