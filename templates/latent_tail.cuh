@@ -280,19 +280,13 @@ struct Ring {
   static_assert(kA % kB == 0, "z's ring turns with W's");
 };
 
-// NOTE: asm volatile keeps the loads where they are written: W's first blocks before
-// griddepcontrol.wait, z's after it (a plain load: z is written by the kernel this one waits for,
-// which the non-coherent path may not see; L1 still serves the CTA's other row groups).
+// NOTE: asm volatile keeps W's first blocks' loads before griddepcontrol.wait; z's come after it
+// through wstream::load_shared_row (a coherent load: z is written by the kernel this one waits for).
 __device__ __forceinline__ uint4 load_w(const char* p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint4 load_z(const char* p) {
-  uint4 v;
-  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 /// Asks `bytes` (a multiple of 16) from p (16-byte aligned) into L2, without waiting.
@@ -320,7 +314,7 @@ __device__ __forceinline__ void stream_upproj(const char* a0, const char* a1, co
   const auto load_b = [&](unsigned (&f)[kNB][4], int kb) {
 #pragma unroll
     for (int j = 0; j < kNB; ++j) {
-      const uint4 y = load_z(b[j] + kb * kBytes);
+      const uint4 y = wstream::load_shared_row(b[j] + kb * kBytes);
       f[j][0] = y.x, f[j][1] = y.y, f[j][2] = y.z, f[j][3] = y.w;
     }
   };
