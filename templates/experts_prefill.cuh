@@ -126,20 +126,73 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
   return out;
 }
 
+inline constexpr int kChunk = 64;                  // output columns a warp stages at a time
+inline constexpr int kStagedRow = 2 * kChunk + 16;  // bytes a staged row takes: 8 rows on distinct banks
+inline constexpr int kWarpStaging = 16 * kStagedRow;
+
+/// Stores a warp's 16 rows x kCols columns through `buf` (kWarpStaging bytes of its own), 64
+/// columns at a time, as row-contiguous 16-byte stores: pair(j, half) is the packed pair of
+/// columns 8 j + 2 q, + 1 of row lane / 4 + 8 half; lane r < 16 holds row r's first output column
+/// in row_dst (0: a row past the tile's, not stored).
+template <class T, int kCols, class Pair>
+__device__ __forceinline__ void store_staged(unsigned char* buf, unsigned long long row_dst, int lane, Pair&& pair) {
+  const int g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int c0 = 0; c0 < kCols; c0 += kChunk) {
+    const int width = min(kChunk, kCols - c0), per_row = width / 8;
+#pragma unroll
+    for (int j = 0; j < kChunk / 8; ++j) {
+      if (j >= per_row) break;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        *reinterpret_cast<unsigned*>(buf + (g + 8 * half) * kStagedRow + (8 * j + 2 * q) * 2) = pair(c0 / 8 + j, half);
+      }
+    }
+    __syncwarp();
+    for (int base = 0; base < 16 * per_row; base += 32) {
+      const int v = base + lane, r = v < 16 * per_row ? v / per_row : 0, c16 = v - r * per_row;
+      const unsigned long long dst = __shfl_sync(0xffffffffu, row_dst, r);
+      if (v < 16 * per_row && dst) {
+        *reinterpret_cast<uint4*>(reinterpret_cast<T*>(dst) + c0 + 8 * c16) = *reinterpret_cast<const uint4*>(buf + r * kStagedRow + 16 * c16);
+      }
+    }
+    __syncwarp();
+  }
+}
+
 /// GEMM1's epilogue: h columns of tile unit (tile, n) from the warpgroup's accumulators.
 template <class C, int kR>
 __device__ __forceinline__ void store_h(const ExpertsPrefillArgs& a, const ExpertsTile& tile, int n, const float (&acc)[kR], int row0,
-                                        int q) {
+                                        int q, unsigned char* staging) {
   using T = typename C::T;
   T* h = static_cast<T*>(a.out);
   const T* bias = C::kBias ? static_cast<const T*>(a.bias) + static_cast<long long>(tile.expert) * 2 * C::kI : nullptr;
+  if constexpr (!C::kInterleaved) {
+    // accumulator columns c and kCols1 + c: gate and up of h column c
+    const int lane = static_cast<int>(threadIdx.x) % 32, r = row0 - lane / 4 + lane;  // lane < 16: row r of the warp's 16
+    const unsigned long long dst =
+        lane < 16 && r < tile.rows ? reinterpret_cast<unsigned long long>(h + static_cast<long long>(tile.row + r) * C::kI + n * C::kCols1) : 0;
+    store_staged<T, C::kCols1>(staging, dst, lane, [&](int j, int half) {
+      float v[2];
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = row0 + 8 * half;
-    if (r >= tile.rows) continue;
-    T* out = h + static_cast<long long>(tile.row + r) * C::kI + n * C::kCols1;
-    if constexpr (C::kInterleaved) {
-      // accumulator columns 2c, 2c + 1: gate and up of h column c
+      for (int i = 0; i < 2; ++i) {
+        const int c = 8 * j + 2 * q + i;
+        float gate = acc[4 * j + 2 * half + i], up = acc[4 * (j + C::kCols1 / 8) + 2 * half + i];
+        if constexpr (C::kBias) {
+          gate = add(gate, to_float(bias[n * C::kCols1 + c]));
+          up = add(up, to_float(bias[C::kI + n * C::kCols1 + c]));
+        }
+        v[i] = to_float(experts::activation_of<C>(round_to<T>(gate), round_to<T>(up)));
+      }
+      return pack2<T>(v[0], v[1]);
+    });
+  } else {
+    // accumulator columns 2c, 2c + 1: gate and up of h column c (one element a lane: direct stores)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = row0 + 8 * half;
+      if (r >= tile.rows) continue;
+      T* out = h + static_cast<long long>(tile.row + r) * C::kI + n * C::kCols1;
 #pragma unroll
       for (int j = 0; j < C::kCols1 / 4; ++j) {
         const int c = 4 * j + q;
@@ -150,23 +203,6 @@ __device__ __forceinline__ void store_h(const ExpertsPrefillArgs& a, const Exper
         }
         out[c] = experts::activation_of<C>(round_to<T>(gate), round_to<T>(up));
       }
-    } else {
-      // accumulator columns c and kCols1 + c: gate and up of h column c
-#pragma unroll
-      for (int j = 0; j < C::kCols1 / 8; ++j) {
-        float v[2];
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int c = 8 * j + 2 * q + i;
-          float gate = acc[4 * j + 2 * half + i], up = acc[4 * (j + C::kCols1 / 8) + 2 * half + i];
-          if constexpr (C::kBias) {
-            gate = add(gate, to_float(bias[n * C::kCols1 + c]));
-            up = add(up, to_float(bias[C::kI + n * C::kCols1 + c]));
-          }
-          v[i] = to_float(experts::activation_of<C>(round_to<T>(gate), round_to<T>(up)));
-        }
-        *reinterpret_cast<unsigned*>(out + 8 * j + 2 * q) = pack2<T>(v[0], v[1]);
-      }
     }
   }
 }
@@ -174,33 +210,35 @@ __device__ __forceinline__ void store_h(const ExpertsPrefillArgs& a, const Exper
 /// GEMM2's epilogue: output columns of tile unit (tile, n), the bias and router weight applied.
 template <class C, int kR>
 __device__ __forceinline__ void store_o(const ExpertsPrefillArgs& a, const ExpertsTile& tile, int n, const float (&acc)[kR], int row0,
-                                        int q) {
+                                        int q, unsigned char* staging) {
   using T = typename C::T;
   T* o = static_cast<T*>(a.out);
   const T* bias = C::kBias ? static_cast<const T*>(a.bias) + static_cast<long long>(tile.expert) * C::kH + n * C::kN2 : nullptr;
+  const int lane = static_cast<int>(threadIdx.x) % 32, base = row0 - lane / 4;
+  // The output row of sorted row `r` of the tile (the pair's, standard; the row, masked).
+  const auto out_row = [&](int r) -> long long {
+    if constexpr (C::kMasked) return tile.row + r;
+    else return a.sorted[tile.row + r];
+  };
+  unsigned long long dst = 0;  // lane < 16: row base + lane's first output column
+  if (lane < 16 && base + lane < tile.rows) dst = reinterpret_cast<unsigned long long>(o + out_row(base + lane) * C::kH + n * C::kN2);
+  float weight[2] = {1.0f, 1.0f};  // of rows row0 and row0 + 8
+  if constexpr (!C::kMasked && !C::kWeightOnInput) {
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = row0 + 8 * half;
-    if (r >= tile.rows) continue;
-    long long out_row = tile.row + r;
-    float weight = 1.0f;
-    if constexpr (!C::kMasked) {
-      out_row = a.sorted[out_row];
-      if constexpr (!C::kWeightOnInput) weight = a.topk_weights[out_row];
-    }
-    T* out = o + out_row * C::kH + n * C::kN2;
-#pragma unroll
-    for (int j = 0; j < C::kN2 / 8; ++j) {
-      float v[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        v[i] = acc[4 * j + 2 * half + i];
-        if constexpr (C::kBias) v[i] = add(v[i], to_float(bias[8 * j + 2 * q + i]));
-        if constexpr (!C::kMasked && !C::kWeightOnInput) v[i] = mul(v[i], weight);
-      }
-      *reinterpret_cast<unsigned*>(out + 8 * j + 2 * q) = pack2<T>(v[0], v[1]);
+    for (int half = 0; half < 2; ++half) {
+      if (row0 + 8 * half < tile.rows) weight[half] = a.topk_weights[out_row(row0 + 8 * half)];
     }
   }
+  store_staged<T, C::kN2>(staging, dst, lane, [&](int j, int half) {
+    float v[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      v[i] = acc[4 * j + 2 * half + i];
+      if constexpr (C::kBias) v[i] = add(v[i], to_float(bias[8 * j + 2 * q + i]));
+      if constexpr (!C::kMasked && !C::kWeightOnInput) v[i] = mul(v[i], weight[half]);
+    }
+    return pack2<T>(v[0], v[1]);
+  });
 }
 
 }  // namespace prefill
@@ -239,6 +277,8 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
   auto* full = reinterpret_cast<unsigned long long*>(smem + S::kStages * S::kStageBytes);
   auto* empty = full + S::kStages;
+  // Each consumer warp's epilogue staging, after the barriers.
+  unsigned char* staging = smem + S::kStages * S::kStageBytes + 16 * S::kStages;
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
@@ -298,18 +338,17 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
 #pragma unroll
         for (int k = 0; k < kBK / 16; ++k) wgmma::Mma<T, S::kN>::run(acc, da + 2 * k, db + 2 * k, kb > 0 || k > 0);
         wgmma_commit();
-        // One stage's wgmmas stay in flight; the stage before is read: hand it back.
-        wgmma_wait<1>();
+        // The stage is read once its wgmmas complete: hand it back at once, so that the producer
+        // keeps every other stage of the ring loading.
+        wgmma_wait<0>();
         pin(acc);
-        if (kb > 0 && lane == 0) barrier_arrive(&empty[(it + S::kStages - 1) % S::kStages]);
+        if (lane == 0) barrier_arrive(&empty[s]);
       }
-      wgmma_wait<0>();
-      pin(acc);
-      if (lane == 0) barrier_arrive(&empty[(it + S::kStages - 1) % S::kStages]);
+      unsigned char* mine = staging + (4 * warpgroup + warp) * kWarpStaging;
       if constexpr (kGemm == 1) {
-        store_h<C>(a, tile, w.n, acc, row0, q);
+        store_h<C>(a, tile, w.n, acc, row0, q, mine);
       } else {
-        store_o<C>(a, tile, w.n, acc, row0, q);
+        store_o<C>(a, tile, w.n, acc, row0, q, mine);
       }
     }
   }

@@ -53,8 +53,9 @@ int largest_divisor(std::int64_t n, std::initializer_list<int> choices) {
   return 0;
 }
 
-// Stages of the prefill ring that fit the shared memory of an sm_90 SM (227 KB a CTA), at most 6.
-int stages_for(int stage_bytes) { return std::min(6, (227 * 1024 - 2048) / stage_bytes); }
+// Stages of the prefill ring that fit the shared memory of an sm_90 SM (227 KB a CTA) beside the
+// epilogue staging, at most 6.
+int stages_for(int stage_bytes) { return std::min(6, (227 * 1024 - 2048 - kExpertsPrefillStaging) / stage_bytes); }
 
 // Tiles a band holds: ~16 MB of A tiles (128 rows x K), a third of the H200's L2, so that the
 // band's A stays there while its CTAs sweep the N tiles.
@@ -86,7 +87,7 @@ void common_constants(StubBuilder& stub, const ExpertsSpec& s, const ExpertsTili
 int ExpertsPrefillTiling::shared_bytes(int gemm) const noexcept {
   const int n = gemm == 1 ? 2 * cols1 : n2;
   const int stages = gemm == 1 ? stages1 : stages2;
-  return stages * (kExpertsPrefillRows + n) * 128 + 1024 + 16 * stages;
+  return stages * (kExpertsPrefillRows + n) * 128 + 1024 + 16 * stages + kExpertsPrefillStaging;
 }
 
 ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch) noexcept {

@@ -35,6 +35,9 @@ struct ExpertsPrefillTiling {
 ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch) noexcept;
 inline constexpr int kExpertsPrefillRows = 128;
 inline constexpr int kExpertsPrefillThreads = 384;
+/// The consumer warps' epilogue staging: 8 warps x 16 rows x (64 columns + 8 of padding), 2 bytes
+/// each (experts_prefill.cuh's kWarpStaging).
+inline constexpr int kExpertsPrefillStaging = 8 * 16 * (2 * 64 + 16);
 inline constexpr int kExpertsGatherThreads = 256;
 
 /// Tile rows of the two compiled GEMM sizes; a call takes the small one while the rows an
