@@ -102,6 +102,11 @@ class ExpertsOp final : public Op {
         auto kernel = context.kernel(w, kExpertsGather);
         kernel->set_block({kExpertsGatherThreads, 1, 1}, 0);
         gather_ = std::move(kernel);
+        for (auto [role, slot] : {std::pair{kExpertsCount, &sort_[0]}, {kExpertsScan, &sort_[1]}, {kExpertsRank, &sort_[2]}}) {
+          auto k = context.kernel(w, role);
+          k->set_block({kExpertsMetaThreads, 1, 1}, 0);
+          *slot = std::move(k);
+        }
       }
       crossover_ = prefill_crossover(spec_);
     }
@@ -127,6 +132,9 @@ class ExpertsOp final : public Op {
     tiles_ = DeviceBuffer(driver, static_cast<std::size_t>(max_tiles(t, kExpertsSmallTile)) * sizeof(ExpertsTile));
     tile_count_ = DeviceBuffer(driver, 8);
     h_ = DeviceBuffer(driver, static_cast<std::size_t>(rows * spec_.intermediate) * size_of(spec_.dtype));
+    if (prefill_.ok && !spec_.masked()) {
+      block_counts_ = DeviceBuffer(driver, static_cast<std::size_t>(ceil_div(std::max<std::int64_t>(rows, 1), kExpertsSortChunk) * spec_.num_experts) * 4);
+    }
     if (prefill_.ok && rows > 0) {
       // x' (GEMM1's A) lives in o: GEMM2 writes o only after GEMM1 has read all of x'.
       if (!spec_.masked()) a1_ = tma_map(driver, o_.ptr(), spec_.hidden, rows, kExpertsPrefillRows, spec_.dtype);
@@ -164,14 +172,37 @@ class ExpertsOp final : public Op {
                                static_cast<int*>(sorted_.ptr()),
                                static_cast<int*>(position_.ptr()),
                                static_cast<ExpertsTile*>(tiles_.ptr()),
-                               static_cast<int*>(tile_count_.ptr())};
+                               static_cast<int*>(tile_count_.ptr()),
+                               nullptr,
+                               0};
     meta_->launch({1, 1, 1}, meta, stream, pdl_ || hints.chained);
+    return meta;
+  }
+
+  // The metadata of a standard-layout prefill call over many blocks (count, scan, rank): the same
+  // work list, sort and positions as the one-block kernel.
+  ExpertsMetaArgs launch_sort(std::span<const Buffer> b, std::int64_t tokens, int n, CUstream stream, const LaunchHints& hints) const {
+    ExpertsMetaArgs meta{at(b, ids_),
+                         static_cast<const int*>(at(b, map_)),
+                         nullptr,
+                         tokens,
+                         n,
+                         static_cast<int*>(sorted_.ptr()),
+                         static_cast<int*>(position_.ptr()),
+                         static_cast<ExpertsTile*>(tiles_.ptr()),
+                         static_cast<int*>(tile_count_.ptr()),
+                         static_cast<int*>(block_counts_.ptr()),
+                         kExpertsSortChunk};
+    const auto blocks = static_cast<unsigned>(ceil_div(rows_for(tokens), kExpertsSortChunk));
+    sort_[0]->launch({blocks, 1, 1}, meta, stream, pdl_ || hints.chained);
+    sort_[1]->launch({1, 1, 1}, meta, stream, true);
+    sort_[2]->launch({blocks, 1, 1}, meta, stream, true);
     return meta;
   }
 
   void launch_prefill(std::span<const Buffer> b, std::int64_t tokens, CUstream stream, const LaunchHints& hints) const {
     constexpr int n = kExpertsPrefillRows;
-    const auto meta = launch_meta(b, tokens, n, stream, hints);
+    const auto meta = spec_.masked() ? launch_meta(b, tokens, n, stream, hints) : launch_sort(b, tokens, n, stream, hints);
     auto* tiles = meta.tiles;
     auto* count = meta.tile_count;
     auto* sorted = meta.sorted;
@@ -276,6 +307,7 @@ class ExpertsOp final : public Op {
   std::shared_ptr<const Kernel> meta_, combine_, gather_;
   std::shared_ptr<const Kernel> gemm1_[2], gemm2_[2];  ///< small tiles, large tiles
   std::shared_ptr<const Kernel> prefill_gemm_[2];
+  std::shared_ptr<const Kernel> sort_[3];  ///< count, scan, rank (prefill, standard layout)
   ExpertsTmaMap a1_{}, a2_{};  ///< x' (in o) and h: workspace, fixed at load
   struct WeightMap {
     const void* base = nullptr;
@@ -283,7 +315,7 @@ class ExpertsOp final : public Op {
   };
   mutable WeightMap weight_maps_[2];  ///< w13's and w2's, for the weights the last call passed
   int x_ = -1, ids_ = -1, weights_ = -1, counts_ = -1, w13_ = -1, w2_ = -1, b13_ = -1, b2_ = -1, map_ = -1, y_ = -1;
-  DeviceBuffer sorted_, position_, tiles_, tile_count_, h_, o_;
+  DeviceBuffer sorted_, position_, tiles_, tile_count_, h_, o_, block_counts_;
 };
 
 }  // namespace

@@ -23,6 +23,8 @@ struct ExpertsMetaArgs {
   int* position;             // standard: [T K] the sorted row of each pair, -1 when invalid
   ExpertsTile* tiles;        // the GEMMs' work list
   int* tile_count;           // [2]: the tiles, then the valid (sorted) rows
+  int* block_counts;         // the sort over many blocks (prefill): [blocks][E] counts, then row offsets
+  int sort_chunk;            // pairs a block of that sort takes
 };
 
 struct ExpertsGemmArgs {

@@ -243,6 +243,110 @@ __device__ __forceinline__ void store_o(const ExpertsPrefillArgs& a, const Exper
 
 }  // namespace prefill
 
+// ---- the metadata over many blocks (standard layout) -------------------------------------------
+// experts_meta_kernel's work in three launches, so that a prefill call's sort is not one block's:
+//   experts_count_kernel  block b counts its chunk of sort_chunk pairs by expert: block_counts[b][e]
+//   experts_scan_kernel   one block: each expert's rows and start, the work list, and each block's
+//                         first row an expert (block_counts[b][e], in place)
+//   experts_rank_kernel   block b ranks its chunk's pairs from those rows, in pair order, as the
+//                         single-block sort does: the same sorted order, position and work list.
+
+/// Pass 1: an expert histogram of the block's chunk.
+template <class C>
+__global__ void __launch_bounds__(experts::kMetaThreads) experts_count_kernel(ExpertsMetaArgs a) {
+  static_assert(experts::Checks<C>::ok);
+  __shared__ int count[C::kE];
+  dependent_launch_prologue();
+  const int tid = threadIdx.x;
+  for (int e = tid; e < C::kE; e += experts::kMetaThreads) count[e] = 0;
+  __syncthreads();
+  const long long pairs = a.tokens * C::kK, begin = static_cast<long long>(blockIdx.x) * a.sort_chunk;
+  const long long end = min(pairs, begin + a.sort_chunk);
+  for (long long p = begin + tid; p < end; p += experts::kMetaThreads) {
+    const int e = experts::local_expert<C>(a, p);
+    if (e >= 0) atomicAdd(&count[e], 1);
+  }
+  __syncthreads();
+  for (int e = tid; e < C::kE; e += experts::kMetaThreads) a.block_counts[static_cast<long long>(blockIdx.x) * C::kE + e] = count[e];
+}
+
+/// Pass 2: one block of kMetaThreads.
+template <class C>
+__global__ void __launch_bounds__(experts::kMetaThreads) experts_scan_kernel(ExpertsMetaArgs a) {
+  static_assert(experts::Checks<C>::ok);
+  using namespace experts;
+  __shared__ int start[C::kE + 1];
+  __shared__ int tiles[C::kE + 1];
+  __shared__ int warp_sums[32];
+  dependent_launch_prologue();
+  const int tid = threadIdx.x, n = a.tile_rows;
+  const long long pairs = a.tokens * C::kK;
+  const int blocks = static_cast<int>((pairs + a.sort_chunk - 1) / a.sort_chunk);
+  // Each expert's blocks in block order: their exclusive sums (rows before, within the expert).
+  for (int e = tid; e <= C::kE; e += kMetaThreads) {
+    int run = 0;
+    if (e < C::kE) {
+      for (int b = 0; b < blocks; ++b) {
+        int* c = a.block_counts + static_cast<long long>(b) * C::kE + e;
+        const int here = *c;
+        *c = run;
+        run += here;
+      }
+    }
+    start[e] = run;
+  }
+  __syncthreads();
+  for (int e = tid; e < C::kE; e += kMetaThreads) tiles[e] = (start[e] + n - 1) / n;
+  __syncthreads();
+  block_exclusive_scan(tiles, C::kE, warp_sums);
+  block_exclusive_scan(start, C::kE, warp_sums);
+  for (int e = tid; e < C::kE; e += kMetaThreads) {
+    for (int b = 0; b < blocks; ++b) a.block_counts[static_cast<long long>(b) * C::kE + e] += start[e];
+    const int count = start[e + 1] - start[e];
+    for (int j = 0, t = tiles[e]; j * n < count; ++j, ++t) a.tiles[t] = ExpertsTile{e, start[e] + j * n, min(n, count - j * n), 0};
+  }
+  if (tid == 0) {
+    a.tile_count[0] = tiles[C::kE];
+    a.tile_count[1] = start[C::kE];
+  }
+}
+
+/// Pass 3: the block's chunk in pair order, a warp at a time, each group of lanes with the same
+/// expert taking consecutive rows (experts_meta_kernel's sort, from the block's own row offsets).
+template <class C>
+__global__ void __launch_bounds__(experts::kMetaThreads) experts_rank_kernel(ExpertsMetaArgs a) {
+  static_assert(experts::Checks<C>::ok);
+  using namespace experts;
+  __shared__ int next[C::kE];
+  dependent_launch_prologue();
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  for (int e = tid; e < C::kE; e += kMetaThreads) next[e] = a.block_counts[static_cast<long long>(blockIdx.x) * C::kE + e];
+  __syncthreads();
+  const long long pairs = a.tokens * C::kK, begin = static_cast<long long>(blockIdx.x) * a.sort_chunk;
+  const long long end = min(pairs, begin + a.sort_chunk);
+  for (long long base = begin; base < end; base += kMetaThreads) {
+    const long long p = base + tid;
+    const int e = p < end ? local_expert<C>(a, p) : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    const int rank = __popc(peers & ((1u << lane) - 1u));
+    const long long left = (end - base + 31) / 32;
+    const int warps = left < 32 ? static_cast<int>(left) : 32;
+    int row = -1;
+    for (int w = 0; w < warps; ++w) {
+      if (warp == w) {
+        if (e >= 0) row = next[e] + rank;
+        __syncwarp();
+        if (e >= 0 && rank == 0) next[e] += __popc(peers);
+      }
+      __syncthreads();
+    }
+    if (p < end) {
+      a.position[p] = row;
+      if (row >= 0) a.sorted[row] = static_cast<int>(p);
+    }
+  }
+}
+
 /// x' for the prefill GEMM1 (standard layout): a thread a 16-byte vector, grid-strided.
 template <class C>
 __global__ void __launch_bounds__(prefill::kGatherThreads) experts_gather_kernel(ExpertsGatherArgs a) {

@@ -164,7 +164,12 @@ std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch)
   constexpr std::string_view kPrefillArgs = "const __grid_constant__ moejit::ExpertsPrefillArgs";
   std::vector<StubBuilder::Kernel> wk = {{std::string(kExpertsPrefill1), "moejit::experts_prefill_kernel<1>", std::string(kPrefillArgs)},
                                          {std::string(kExpertsPrefill2), "moejit::experts_prefill_kernel<2>", std::string(kPrefillArgs)}};
-  if (!s.masked()) wk.push_back({std::string(kExpertsGather), "moejit::experts_gather_kernel", "moejit::ExpertsGatherArgs"});
+  if (!s.masked()) {
+    wk.push_back({std::string(kExpertsGather), "moejit::experts_gather_kernel", "moejit::ExpertsGatherArgs"});
+    wk.push_back({std::string(kExpertsCount), "moejit::experts_count_kernel", "moejit::ExpertsMetaArgs"});
+    wk.push_back({std::string(kExpertsScan), "moejit::experts_scan_kernel", "moejit::ExpertsMetaArgs"});
+    wk.push_back({std::string(kExpertsRank), "moejit::experts_rank_kernel", "moejit::ExpertsMetaArgs"});
+  }
   prefill.emit(w, wk);
   out.push_back(std::move(w));
   return out;

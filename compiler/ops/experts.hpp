@@ -53,6 +53,11 @@ inline constexpr std::string_view kExpertsGemm2Small = "gemm2_n8";
 inline constexpr std::string_view kExpertsGemm2Large = "gemm2_n32";
 inline constexpr std::string_view kExpertsCombine = "combine";
 inline constexpr std::string_view kExpertsGather = "gather";
+inline constexpr std::string_view kExpertsCount = "count";  ///< the sort over many blocks (prefill, standard)
+inline constexpr std::string_view kExpertsScan = "scan";
+inline constexpr std::string_view kExpertsRank = "rank";
+/// Pairs a block of that sort takes.
+inline constexpr int kExpertsSortChunk = 4096;
 inline constexpr std::string_view kExpertsPrefill1 = "gemm1_wgmma";
 inline constexpr std::string_view kExpertsPrefill2 = "gemm2_wgmma";
 inline constexpr int kExpertsMetaThreads = 1024;
