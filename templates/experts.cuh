@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(experts::kMetaThreads) experts_meta_kernel(Exp
     const int count = C::kMasked ? start[e] : start[e + 1] - start[e];
     const long long first = C::kMasked ? static_cast<long long>(e) * T : start[e];
     for (int j = 0, t = tiles[e]; j * n < count; ++j, ++t) {
-      a.tiles[t] = ExpertsTile{e, static_cast<int>(first + static_cast<long long>(j) * n), min(n, count - j * n), 0};
+      a.tiles[t] = ExpertsTile{e, static_cast<int>(first + static_cast<long long>(j) * n), min(n, count - j * n), tiles[e]};
     }
   }
   if (tid == 0) {

@@ -10,7 +10,7 @@ struct ExpertsTile {
   int expert;
   int row;
   int rows;
-  int unused;
+  int first;  // the index of the expert's first tile in the work list
 };
 
 struct ExpertsMetaArgs {

@@ -12,9 +12,11 @@
 // A CTA of 384 threads: warpgroup 2's first thread issues every TMA load into a ring of kStages
 // shared-memory stages (A: 128 rows x 64 k, B: N rows x 64 k, 128-byte swizzle), full/empty
 // mbarriers between it and warpgroups 0 and 1, which take rows 0-63 and 64-127 of each tile with
-// wgmma m64nNk16 (fp32 accumulators in registers) and store from them. The CTAs are persistent:
-// unit u of tile_count x (N tiles) is visited in bands of kBand tiles, N tile outer, so that the
-// CTAs running together share their weight tiles and their A tiles stay in L2.
+// wgmma m64nNk16 (fp32 accumulators in registers; warpgroup 1 idles on a tile of at most 64 rows)
+// and store from them. The CTAs are persistent: unit u of tile_count x (N tiles) is visited in
+// bands of up to kBand tiles of one expert, N tile outer, so that the CTAs running together share
+// their weight tiles (each read from HBM once) and their A tiles stay in L2. The producer hands
+// each unit to the consumers in a shared slot beside the stage of its first k block.
 //
 // Config (generated): experts.cuh's, plus kCols1 (h columns a GEMM1 tile: its N is 2 kCols1,
 // gate rows and up rows), kN2, kStages1, kStages2, kBand1, kBand2.
@@ -105,17 +107,29 @@ __device__ __forceinline__ void registers_up() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
 }
 
+/// A unit of work: N tile `n` of tile `tile` (its copy: expert, first row, rows).
 struct Unit {
-  int tile, n;
+  ExpertsTile tile;
+  int n;
 };
-/// Unit u in bands of kBand tiles, the N tile outer within a band.
+
+/// Unit u: the tiles of an expert in bands of up to kBand (a band never holds two experts' tiles),
+/// the N tile outer within a band, so that the CTAs running together share each weight tile and
+/// the band's A tiles stay in L2. Band b of tiles [f, f + c) holds units [f kNTiles, (f + c) kNTiles).
 template <class S>
-__device__ __forceinline__ Unit unit_of(int u, int tile_count) {
-  const int band = u / (S::kBand * S::kNTiles);
-  const int first = band * S::kBand;
-  const int tiles = min(S::kBand, tile_count - first);
-  const int r = u - band * S::kBand * S::kNTiles;
-  return {first + r % tiles, r / tiles};
+__device__ __forceinline__ Unit unit_of(const ExpertsTile* tiles, int u, int tile_count) {
+  const int t0 = u / S::kNTiles;
+  const int first = tiles[t0].first;
+  const int f = first + (t0 - first) / S::kBand * S::kBand;
+  // c: the band's tiles, those of [f, f + kBand) whose expert's first tile is `first`
+  int lo = t0 - f + 1, hi = min(S::kBand, tile_count - f);
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (tiles[f + mid - 1].first == first) lo = mid;
+    else hi = mid - 1;
+  }
+  const int r = u - f * S::kNTiles;
+  return {tiles[f + r % lo], r / lo};
 }
 
 template <class T>
@@ -303,7 +317,7 @@ __global__ void __launch_bounds__(experts::kMetaThreads) experts_scan_kernel(Exp
   for (int e = tid; e < C::kE; e += kMetaThreads) {
     for (int b = 0; b < blocks; ++b) a.block_counts[static_cast<long long>(b) * C::kE + e] += start[e];
     const int count = start[e + 1] - start[e];
-    for (int j = 0, t = tiles[e]; j * n < count; ++j, ++t) a.tiles[t] = ExpertsTile{e, start[e] + j * n, min(n, count - j * n), 0};
+    for (int j = 0, t = tiles[e]; j * n < count; ++j, ++t) a.tiles[t] = ExpertsTile{e, start[e] + j * n, min(n, count - j * n), tiles[e]};
   }
   if (tid == 0) {
     a.tile_count[0] = tiles[C::kE];
@@ -381,8 +395,11 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
   auto* full = reinterpret_cast<unsigned long long*>(smem + S::kStages * S::kStageBytes);
   auto* empty = full + S::kStages;
-  // Each consumer warp's epilogue staging, after the barriers.
-  unsigned char* staging = smem + S::kStages * S::kStageBytes + 16 * S::kStages;
+  // The unit whose first k block a stage holds: the producer's hand-off to the consumers.
+  auto* slot = reinterpret_cast<Unit*>(empty + S::kStages);
+  static_assert(sizeof(Unit) == 20);
+  // Each consumer warp's epilogue staging, after the slots (16-byte aligned).
+  unsigned char* staging = reinterpret_cast<unsigned char*>(full) + 16 * S::kStages + 32 * S::kStages;
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
@@ -403,11 +420,12 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
       asm volatile("prefetch.tensormap [%0];" ::"l"(&a.b) : "memory");
       int it = 0;
       for (int u = blockIdx.x; u < units; u += gridDim.x) {
-        const Unit w = unit_of<S>(u, tile_count);
-        const ExpertsTile tile = a.tiles[w.tile];
+        const Unit w = unit_of<S>(a.tiles, u, tile_count);
+        const ExpertsTile& tile = w.tile;
         for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
           const int s = it % S::kStages;
           barrier_wait(&empty[s], ((it / S::kStages) & 1) ^ 1);
+          if (kb == 0) slot[s] = w;  // released to the consumers by the arrive below
           unsigned char* stage = smem + s * S::kStageBytes;
           barrier_expect(&full[s], S::kStageBytes);
           tma_load(stage, &a.a, &full[s], kb * kBK, tile.row);
@@ -430,29 +448,36 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
     float acc[S::kN / 2];
     int it = 0;
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
-      const Unit w = unit_of<S>(u, tile_count);
-      const ExpertsTile tile = a.tiles[w.tile];
+      Unit w;
+      bool idle = false;  // warpgroup 1 on a tile of at most 64 rows: no rows of its own
       for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
         const int s = it % S::kStages;
         barrier_wait(&full[s], (it / S::kStages) & 1);
-        const unsigned char* stage = smem + s * S::kStageBytes;
-        const unsigned long long da = descriptor(stage + warpgroup * 64 * 128), db = descriptor(stage + S::kABytes);
-        pin(acc);
-        wgmma_fence();
+        if (kb == 0) {
+          w = slot[s];
+          idle = warpgroup == 1 && w.tile.rows <= 64;
+        }
+        if (!idle) {
+          const unsigned char* stage = smem + s * S::kStageBytes;
+          const unsigned long long da = descriptor(stage + warpgroup * 64 * 128), db = descriptor(stage + S::kABytes);
+          pin(acc);
+          wgmma_fence();
 #pragma unroll
-        for (int k = 0; k < kBK / 16; ++k) wgmma::Mma<T, S::kN>::run(acc, da + 2 * k, db + 2 * k, kb > 0 || k > 0);
-        wgmma_commit();
-        // The stage is read once its wgmmas complete: hand it back at once, so that the producer
-        // keeps every other stage of the ring loading.
-        wgmma_wait<0>();
-        pin(acc);
+          for (int k = 0; k < kBK / 16; ++k) wgmma::Mma<T, S::kN>::run(acc, da + 2 * k, db + 2 * k, kb > 0 || k > 0);
+          wgmma_commit();
+          // The stage is read once its wgmmas complete: hand it back at once, so that the producer
+          // keeps every other stage of the ring loading.
+          wgmma_wait<0>();
+          pin(acc);
+        }
         if (lane == 0) barrier_arrive(&empty[s]);
       }
+      if (idle) continue;
       unsigned char* mine = staging + (4 * warpgroup + warp) * kWarpStaging;
       if constexpr (kGemm == 1) {
-        store_h<C>(a, tile, w.n, acc, row0, q, mine);
+        store_h<C>(a, w.tile, w.n, acc, row0, q, mine);
       } else {
-        store_o<C>(a, tile, w.n, acc, row0, q, mine);
+        store_o<C>(a, w.tile, w.n, acc, row0, q, mine);
       }
     }
   }

@@ -87,7 +87,7 @@ void common_constants(StubBuilder& stub, const ExpertsSpec& s, const ExpertsTili
 int ExpertsPrefillTiling::shared_bytes(int gemm) const noexcept {
   const int n = gemm == 1 ? 2 * cols1 : n2;
   const int stages = gemm == 1 ? stages1 : stages2;
-  return stages * (kExpertsPrefillRows + n) * 128 + 1024 + 16 * stages + kExpertsPrefillStaging;
+  return stages * (kExpertsPrefillRows + n) * 128 + 1024 + 48 * stages + kExpertsPrefillStaging;
 }
 
 ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch) noexcept {
