@@ -130,7 +130,7 @@ class ExpertsOp final : public Op {
       o_ = DeviceBuffer(driver, static_cast<std::size_t>(rows * spec_.hidden) * size_of(spec_.dtype));
     }
     tiles_ = DeviceBuffer(driver, static_cast<std::size_t>(max_tiles(t, kExpertsSmallTile)) * sizeof(ExpertsTile));
-    tile_count_ = DeviceBuffer(driver, 8);
+    tile_count_ = DeviceBuffer(driver, 4 * sizeof(int));  // ExpertsMetaArgs::tile_count
     h_ = DeviceBuffer(driver, static_cast<std::size_t>(rows * spec_.intermediate) * size_of(spec_.dtype));
     if (prefill_.ok && !spec_.masked()) {
       block_counts_ = DeviceBuffer(driver, static_cast<std::size_t>(ceil_div(std::max<std::int64_t>(rows, 1), kExpertsSortChunk) * spec_.num_experts) * 4);

@@ -157,6 +157,7 @@ __global__ void __launch_bounds__(experts::kMetaThreads) experts_meta_kernel(Exp
   if (tid == 0) {
     a.tile_count[0] = tiles[C::kE];
     if constexpr (!C::kMasked) a.tile_count[1] = start[C::kE];
+    a.tile_count[2] = a.tile_count[3] = 0;
   }
   __syncthreads();  // the work list has read the row starts the sort now advances
   if constexpr (!C::kMasked) {

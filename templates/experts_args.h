@@ -22,7 +22,8 @@ struct ExpertsMetaArgs {
   int* sorted;               // standard: [T K] the (token, slot) pair of each sorted row
   int* position;             // standard: [T K] the sorted row of each pair, -1 when invalid
   ExpertsTile* tiles;        // the GEMMs' work list
-  int* tile_count;           // [2]: the tiles, then the valid (sorted) rows
+  int* tile_count;           // [4]: the tiles, the valid (sorted) rows, then the prefill GEMMs' unit
+                             // counters (GEMM1's, GEMM2's), which it zeroes
   int* block_counts;         // the sort over many blocks (prefill): [blocks][E] counts, then row offsets
   int sort_chunk;            // pairs a block of that sort takes
 };
@@ -52,7 +53,7 @@ struct ExpertsPrefillArgs {
   const float* topk_weights;
   const int* sorted;
   const ExpertsTile* tiles;
-  const int* tile_count;
+  int* tile_count;           // [4]: see ExpertsMetaArgs; [2 + GEMM - 1] hands out units
   void* out;                 // GEMM1: h; GEMM2: o (standard) or y (masked)
   long long tokens;
 };

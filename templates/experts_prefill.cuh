@@ -322,6 +322,7 @@ __global__ void __launch_bounds__(experts::kMetaThreads) experts_scan_kernel(Exp
   if (tid == 0) {
     a.tile_count[0] = tiles[C::kE];
     a.tile_count[1] = start[C::kE];
+    a.tile_count[2] = a.tile_count[3] = 0;
   }
 }
 
@@ -418,8 +419,18 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
     if (threadIdx.x == 256) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(&a.a) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(&a.b) : "memory");
-      int it = 0;
-      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      int it = 0;  // stages filled
+      for (;;) {
+        // Units in order to whichever CTA asks next: the CTAs running together hold consecutive
+        // units whatever each unit's length (a static stride drifts apart on short tiles).
+        const int u = atomicAdd(&a.tile_count[1 + kGemm], 1);
+        if (u >= units) {  // the consumers' last slot: no unit
+          const int s = it % S::kStages;
+          barrier_wait(&empty[s], ((it / S::kStages) & 1) ^ 1);
+          slot[s].n = -1;
+          barrier_arrive(&full[s]);
+          break;
+        }
         const Unit w = unit_of<S>(a.tiles, u, tile_count);
         const ExpertsTile& tile = w.tile;
         for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
@@ -447,7 +458,7 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
     const int row0 = 64 * warpgroup + 16 * warp + lane / 4, q = lane % 4;
     float acc[S::kN / 2];
     int it = 0;
-    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    for (;;) {
       Unit w;
       bool idle = false;  // warpgroup 1 on a tile of at most 64 rows: no rows of its own
       for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
@@ -455,6 +466,7 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
         barrier_wait(&full[s], (it / S::kStages) & 1);
         if (kb == 0) {
           w = slot[s];
+          if (w.n < 0) break;
           idle = warpgroup == 1 && w.tile.rows <= 64;
         }
         if (!idle) {
@@ -472,6 +484,7 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
         }
         if (lane == 0) barrier_arrive(&empty[s]);
       }
+      if (w.n < 0) break;
       if (idle) continue;
       unsigned char* mine = staging + (4 * warpgroup + warp) * kWarpStaging;
       if constexpr (kGemm == 1) {
