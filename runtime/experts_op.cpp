@@ -202,7 +202,9 @@ class ExpertsOp final : public Op {
 
   void launch_prefill(std::span<const Buffer> b, std::int64_t tokens, CUstream stream, const LaunchHints& hints) const {
     constexpr int n = kExpertsPrefillRows;
-    const auto meta = spec_.masked() ? launch_meta(b, tokens, n, stream, hints) : launch_sort(b, tokens, n, stream, hints);
+    // One block's sort while the pairs fit one chunk: one launch instead of three.
+    const bool one_block = spec_.masked() || rows_for(tokens) <= kExpertsSortChunk;
+    const auto meta = one_block ? launch_meta(b, tokens, n, stream, hints) : launch_sort(b, tokens, n, stream, hints);
     auto* tiles = meta.tiles;
     auto* count = meta.tile_count;
     auto* sorted = meta.sorted;
