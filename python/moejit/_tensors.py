@@ -1,7 +1,7 @@
 """Tensor checks: each tensor of a call against the op's declaration (OpSpec::tensors()), before
 anything reaches the GPU, with `moejit run`'s and Op::launch's wording.
 
-A call on torch tensors first takes the C++ fast path (TorchFastPath in python/src/bindings.cpp:
+A call on torch tensors first takes the C++ fast path (TorchFastPath in python/src/torch_fast_path.cpp:
 the same checks, in C++, then the launch); what it does not take comes here, which says what is
 wrong, or reads what is not torch: anything else is read through __cuda_array_interface__ (CuPy, Numba) or DLPack / the buffer
 protocol (NumPy, JAX, ...). Every tensor must be C-contiguous, of the declared dtype and shape
