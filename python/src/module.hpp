@@ -17,7 +17,7 @@ constexpr std::size_t kMaxInline = 32;
 // attribute (bindings.cpp).
 void raise(const Error& e);
 
-// TorchFastPath, the C++ path of Op.__call__ on torch tensors (torch_fast_path.cpp).
+// TorchFastPath and OpCall, moejit.Op's base class (torch_fast_path.cpp).
 void bind_torch_fast_path(nanobind::module_& m);
 
 }  // namespace moejit::python

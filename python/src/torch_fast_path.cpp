@@ -1,4 +1,9 @@
-// The torch fast path of Op.__call__: a call on torch tensors checked and launched in C++.
+// op(...) on torch tensors in one C++ pass: OpCall is moejit.Op's base class, and its call
+// binds the tensors (positionally or by name), checks each against its declaration -- a
+// torch.Tensor on the op's device, of its declared dtype and shape (T from the first tensor that
+// has it), C-contiguous -- and launches on torch's current stream. A call that does not fit
+// (another kind of array, tokens= or stream=, a wrong tensor) goes, before anything runs, to
+// Op._call in Python, whose checks (python/moejit/_tensors.py) take it or say what is wrong.
 #include "module.hpp"
 
 #include <moejit/error.hpp>
@@ -6,6 +11,8 @@
 
 #include <array>
 #include <cstdint>
+#include <new>
+#include <span>
 #include <vector>
 
 namespace nb = nanobind;
@@ -15,11 +22,13 @@ namespace moejit::python {
 
 namespace {
 
-// A call on torch tensors, checked and launched in one C++ pass: each tensor a torch.Tensor on
-// the op's device, of its declared dtype and shape (T from the first tensor that has it),
-// contiguous; then the launch on torch's current stream. Anything else returns false before
-// anything runs, and Python's checks (python/moejit/_tensors.py) take the call and say what is
-// wrong. NOTE: Python's own version of these checks cost ~0.35 us a tensor; this ~0.15.
+// An address for a bound tensor of no elements (T = 0): never dereferenced, aligned for any dtype.
+constexpr std::uintptr_t kEmptyAddress = 256;
+
+nb::object interned(const char* s) { return nb::steal(PyUnicode_InternFromString(s)); }
+
+// Each tensor is read through its Python attributes and methods: device, dtype, shape,
+// contiguity, address. NOTE: Python's own version of these checks cost ~0.35 us a tensor; this ~0.15.
 class TorchFastPath {
  public:
   TorchFastPath(const Op& op, nb::list dtypes, nb::handle tensor_type, nb::handle stream_getter, int device)
@@ -29,42 +38,109 @@ class TorchFastPath {
     if (dtypes_.size() != op.tensors().size() || !PyType_Check(tensor_type.ptr())) {
       throw Error({.kind = ErrorKind::internal, .message = "torch fast path: one dtype per tensor and torch.Tensor expected"});
     }
+    for (std::size_t i = 0; i < op.tensors().size(); ++i) {
+      const auto& d = op.tensors()[i];
+      keywords_.push_back(interned(d.name.c_str()));
+      if (d.role == TensorRole::output) outputs_.push_back(i);
+    }
+    for (const auto& k : keywords_) hashes_.push_back(PyObject_Hash(k.ptr()));
   }
 
-  bool operator()(nb::handle tensors, std::int64_t expected_rows) const {
-    const auto& decls = op_.tensors();
-    const Py_ssize_t n = PyTuple_Size(tensors.ptr());
-    if (n < 0) {
-      PyErr_Clear();
-      return false;
+  // op(*args, **kwargs): the outputs (one, or a tuple), or a null object, before anything runs,
+  // where the call is not one this path takes.
+  nb::object call(PyObject* args, PyObject* kwargs) const {
+    std::array<PyObject*, kMaxInline> bound{};
+    std::int64_t expected_rows = 0;
+    if (!bind(args, kwargs, bound, expected_rows) || !launch(bound, expected_rows)) return {};
+    if (outputs_.size() == 1) return nb::borrow(item(bound[outputs_[0]]));
+    nb::object out = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(outputs_.size())));
+    if (!out.is_valid()) throw nb::python_error();
+    for (std::size_t k = 0; k < outputs_.size(); ++k) {
+      PyObject* t = item(bound[outputs_[k]]);
+      Py_INCREF(t);
+      PyTuple_SetItem(out.ptr(), static_cast<Py_ssize_t>(k), t);  // steals t
     }
-    if (static_cast<std::size_t>(n) != decls.size() || decls.size() > kMaxInline) return false;
+    return out;
+  }
+
+  // The same on a tuple of tensors in declaration order: whether it launched.
+  bool operator()(nb::handle tensors, std::int64_t expected_rows) const {
+    std::array<PyObject*, kMaxInline> bound{};
+    return bind(tensors.ptr(), nullptr, bound, expected_rows) && launch(bound, expected_rows);
+  }
+
+ private:
+  static PyObject* item(PyObject* t) { return t ? t : Py_None; }
+
+  // Positional tensors, then keywords: tensors by name, expected_rows, tokens=None and
+  // stream=None (as if left out); false for anything else (more tensors than declared, a tensor
+  // given twice, a token count or a stream, an unknown name).
+  bool bind(PyObject* args, PyObject* kwargs, std::span<PyObject*, kMaxInline> bound, std::int64_t& expected_rows) const {
+    const Py_ssize_t n = PyTuple_Check(args) ? PyTuple_Size(args) : -1;
+    const std::size_t tensors = keywords_.size() - kParams;
+    if (n < 0 || static_cast<std::size_t>(n) > tensors || tensors > kMaxInline) return false;
+    for (Py_ssize_t i = 0; i < n; ++i) bound[static_cast<std::size_t>(i)] = PyTuple_GetItem(args, i);  // borrowed
+    if (!kwargs) return true;
+    Py_ssize_t pos = 0;
+    PyObject *key = nullptr, *value = nullptr;
+    while (PyDict_Next(kwargs, &pos, &key, &value)) {
+      const std::size_t k = keyword(key);
+      if (k == kExpectedRows) {
+        int overflow = 0;
+        if (!PyLong_CheckExact(value)) return false;
+        expected_rows = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow) return false;
+      } else if (k < kParams) {
+        if (value != Py_None) return false;
+      } else if (k == keywords_.size() || k - kParams < static_cast<std::size_t>(n)) {
+        return false;
+      } else {
+        bound[k - kParams] = value;
+      }
+    }
+    return true;
+  }
+
+  // The index of `key` in keywords_ (keywords_.size(): none). NOTE: a call's keywords are
+  // interned, as keywords_ are: compared by address first, by value only for names built at run
+  // time (op(**{name: t})).
+  std::size_t keyword(PyObject* key) const {
+    for (std::size_t k = 0; k < keywords_.size(); ++k) {
+      if (key == keywords_[k].ptr()) return k;
+    }
+    const Py_hash_t hash = PyObject_Hash(key);  // cached in the str
+    for (std::size_t k = 0; k < keywords_.size(); ++k) {
+      if (hash == hashes_[k] && PyUnicode_Compare(key, keywords_[k].ptr()) == 0) return k;
+    }
+    if (PyErr_Occurred()) PyErr_Clear();
+    return keywords_.size();
+  }
+
+  // Checks the bound tensors (null or None: unbound) and launches: false, before anything runs,
+  // where one does not fit.
+  bool launch(std::span<PyObject* const, kMaxInline> bound, std::int64_t expected_rows) const {
+    const auto& decls = op_.tensors();
     std::array<Buffer, kMaxInline> buffers;
     std::int64_t tokens = -1;
-    auto* type = reinterpret_cast<PyTypeObject*>(tensor_type_.ptr());
     for (std::size_t i = 0; i < decls.size(); ++i) {
-      PyObject* t = PyTuple_GetItem(tensors.ptr(), static_cast<Py_ssize_t>(i));  // borrowed
-      if (t == Py_None && decls[i].optional) {
-        buffers[i].ptr = nullptr;  // left unbound
-        continue;
+      PyObject* t = bound[i];
+      if (!t || t == Py_None) {
+        if (!decls[i].optional) return false;
+        continue;  // left unbound
       }
-      if (!t || !PyObject_TypeCheck(t, type) || !tensor_fits(t, decls[i], i, tokens, buffers[i].ptr)) {
+      if (!fits(t, i, tokens, buffers[i].ptr)) {
         if (PyErr_Occurred()) PyErr_Clear();
         return false;
       }
     }
     if (tokens < 0) return false;
     for (std::size_t i = 0; i < decls.size(); ++i) buffers[i].bytes = buffers[i].ptr ? decls[i].bytes_for(tokens) : 0;
-    nb::object handle = stream_getter_(device_obj_);
-    const auto stream = PyLong_AsUnsignedLongLong(handle.ptr());
-    if (PyErr_Occurred()) throw nb::python_error();
+    const CUstream stream = current_stream();
     nb::gil_scoped_release release;
-    op_.launch(std::span<const Buffer>(buffers.data(), decls.size()), tokens, reinterpret_cast<CUstream>(stream),
-               {.expected_rows = expected_rows});
+    op_.launch(std::span<const Buffer>(buffers.data(), decls.size()), tokens, stream, {.expected_rows = expected_rows});
     return true;
   }
 
- private:
   // NOTE: t.method() through vectorcall where the (limited) API has it: the cheapest call there is.
   static nb::object call_method(PyObject* t, const nb::object& name) {
 #if !defined(Py_LIMITED_API) || Py_LIMITED_API >= 0x030C0000
@@ -75,12 +151,14 @@ class TorchFastPath {
 #endif
   }
 
-  bool tensor_fits(PyObject* t, const TensorDecl& decl, std::size_t i, std::int64_t& tokens, void*& address) const {
+  bool fits(PyObject* t, std::size_t i, std::int64_t& tokens, void*& address) const {
+    if (!PyObject_TypeCheck(t, reinterpret_cast<PyTypeObject*>(tensor_type_.ptr()))) return false;
     nb::object device = call_method(t, get_device_);
     if (!device.is_valid() || PyLong_AsLong(device.ptr()) != device_) return false;
     nb::object dtype = nb::steal(PyObject_GetAttr(t, dtype_.ptr()));
     if (!dtype.is_valid() || !dtype.is(dtypes_[i])) return false;
     nb::object shape = nb::steal(PyObject_GetAttr(t, shape_.ptr()));
+    const auto& decl = op_.tensors()[i];
     if (!shape.is_valid() || PyTuple_Size(shape.ptr()) != static_cast<Py_ssize_t>(decl.shape.size())) return false;
     for (std::size_t d = 0; d < decl.shape.size(); ++d) {
       const auto size = PyLong_AsLongLong(PyTuple_GetItem(shape.ptr(), static_cast<Py_ssize_t>(d)));
@@ -93,21 +171,71 @@ class TorchFastPath {
     if (!ptr.is_valid()) return false;
     const auto value = PyLong_AsUnsignedLongLong(ptr.ptr());
     if (PyErr_Occurred()) return false;
-    // A tensor of no elements (T = 0) may have no address; launch reads none of it.
-    address = reinterpret_cast<void*>(static_cast<std::uintptr_t>(value ? value : 256));
+    address = reinterpret_cast<void*>(value ? static_cast<std::uintptr_t>(value) : kEmptyAddress);
     return true;
   }
 
-  static nb::object interned(const char* s) { return nb::steal(PyUnicode_InternFromString(s)); }
+  // torch's current stream of the op's device.
+  CUstream current_stream() const {
+    nb::object handle = stream_getter_(device_obj_);
+    const auto stream = PyLong_AsUnsignedLongLong(handle.ptr());
+    if (PyErr_Occurred()) throw nb::python_error();
+    return reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(stream));
+  }
 
   const Op& op_;
   std::vector<nb::object> dtypes_;
+  // Op._call's keyword parameters first (they shadow a tensor of the same name, as there), then
+  // the declared tensors' names.
+  static constexpr std::size_t kExpectedRows = 0, kParams = 3;
+  std::vector<nb::object> keywords_ = {interned("expected_rows"), interned("tokens"), interned("stream")};
+  std::vector<Py_hash_t> hashes_;
+  std::vector<std::size_t> outputs_;
   nb::object tensor_type_, stream_getter_;
   int device_;
   nb::object device_obj_;
   nb::object get_device_ = interned("get_device"), dtype_ = interned("dtype"), shape_ = interned("shape"),
              is_contiguous_ = interned("is_contiguous"), data_ptr_ = interned("data_ptr");
 };
+
+// moejit.Op's C++ base: its call slot (op_call) runs the fast path once the first call on torch
+// tensors has made it (Op._fast), and Op._call for every call that path does not take.
+struct OpCall {
+  nb::object fast = nb::none();
+  const TorchFastPath* fast_path = nullptr;
+  nb::object slow_name = interned("_call");
+};
+
+// NOTE: a type slot, not a bound __call__: the interpreter calls it directly, with no Python
+// frame and no argument conversion (~0.4 us a call with one).
+PyObject* op_call(PyObject* self, PyObject* args, PyObject* kwargs) noexcept {
+  try {
+    nb::handle h(self);
+    if (!nb::inst_ready(h)) {
+      PyErr_SetString(PyExc_TypeError, "moejit.Op: OpCall.__init__ was not called");
+      return nullptr;
+    }
+    const auto& c = *nb::inst_ptr<OpCall>(h);
+    if (c.fast_path) {
+      nb::object keep = c.fast;  // NOTE: the launch releases the GIL; another thread may reset _fast
+      nb::object out = c.fast_path->call(args, kwargs);
+      if (out.is_valid()) return out.release().ptr();
+    }
+    nb::object slow = nb::steal(PyObject_GetAttr(self, c.slow_name.ptr()));
+    return slow.is_valid() ? PyObject_Call(slow.ptr(), args, kwargs) : nullptr;
+  } catch (const Error& e) {
+    raise(e);
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+PyType_Slot op_call_slots[] = {{Py_tp_call, reinterpret_cast<void*>(op_call)}, {0, nullptr}};
 
 }  // namespace
 
@@ -116,6 +244,16 @@ void bind_torch_fast_path(nb::module_& m) {
       .def(nb::init<const Op&, nb::list, nb::handle, nb::handle, int>(), "op"_a, "dtypes"_a, "tensor_type"_a,
            "stream_getter"_a, "device"_a, nb::keep_alive<1, 2>())
       .def("__call__", &TorchFastPath::operator(), "tensors"_a, "expected_rows"_a);
+
+  nb::class_<OpCall>(m, "OpCall", nb::type_slots(op_call_slots), "moejit.Op's base: its call, in C++")
+      .def(nb::init<>())
+      .def_prop_rw(
+          "_fast", [](const OpCall& c) { return c.fast; },
+          [](OpCall& c, nb::object fast) {
+            c.fast_path = fast.is_none() ? nullptr : nb::cast<const TorchFastPath*>(fast);
+            c.fast = std::move(fast);
+          },
+          nb::for_setter(nb::arg("fast").none()));
 }
 
 }  // namespace moejit::python
