@@ -107,13 +107,16 @@ class Op(_moejit.OpCall):
         self._single_output = outputs[0] if len(outputs) == 1 else None
         self._outputs = outputs
 
-    def _torch_fast_path(self):
+    def _torch_fast_path(self, exchange_api=True):
+        """The C++ path of calls on torch tensors; `exchange_api=False` reads each tensor through
+        its Python attributes even where torch has DLPack's exchange API (the tests)."""
         if not isinstance(self._op, _moejit.Op) or torch_tensor_type() is None:
             return None  # a stand-in op of the tests, or no torch
         dtypes = [_Torch.dtypes[d.dtype] for d in self._checker.decls]
+        api = _Torch.exchange_api if exchange_api else None
         if self._allow_cpu:  # a recording op on a machine with no GPU: CPU torch tensors (device -1)
-            return _moejit.TorchFastPath(self._op, dtypes, _Torch.tensor, lambda device: 0, -1)
-        return _moejit.TorchFastPath(self._op, dtypes, _Torch.tensor, _Torch.raw_stream, self.device)
+            return _moejit.TorchFastPath(self._op, dtypes, _Torch.plain_types, api, lambda device: 0, -1)
+        return _moejit.TorchFastPath(self._op, dtypes, _Torch.plain_types, api, _Torch.raw_stream, self.device)
 
     @property
     def name(self):

@@ -101,6 +101,8 @@ class _Torch:
     tensor = None
     dtypes = None
     raw_stream = None
+    plain_types = None  # torch.Tensor, nn.Parameter: no __torch_function__ of their own
+    exchange_api = None  # DLPack's C exchange API of torch.Tensor (torch 2.10+), else None
 
     @classmethod
     def load(cls):
@@ -114,6 +116,11 @@ class _Torch:
             def getter(device):
                 return torch.cuda.current_stream(device).cuda_stream
         cls.raw_stream = staticmethod(getter)
+        parameter = getattr(getattr(torch, "nn", None), "Parameter", None)
+        cls.plain_types = (torch.Tensor,) + ((parameter,) if isinstance(parameter, type) else ())
+        cls.exchange_api = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+        if cls.exchange_api is None:  # its first name
+            cls.exchange_api = getattr(torch.Tensor, "__c_dlpack_exchange_api__", None)
         cls.tensor = torch.Tensor
         return True
 
