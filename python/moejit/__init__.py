@@ -79,7 +79,7 @@ def _stream_handle(stream):
     return handle
 
 
-class Op:
+class Op(_moejit.OpCall):
     """A loaded op. Call it with one tensor per declared tensor (tensors(): inputs and outputs, in
     launch order; None or leaving out an optional one leaves it unbound):
 
@@ -88,9 +88,13 @@ class Op:
     T comes from the first tensor with a token dimension (or tokens=T). The op runs on `stream`
     (an int handle or a stream object), else torch's current stream of the op's device when the
     tensors are torch tensors, else the default stream. Returns the output tensors (one, or a tuple).
-    Launch one op object on one stream at a time (load it again for another stream)."""
+    Launch one op object on one stream at a time (load it again for another stream).
+
+    NOTE: the call is C++ (OpCall, python/src/torch_fast_path.cpp): on torch tensors it checks and
+    launches there; any other call, or one that does not fit, goes to _call (Python's checks)."""
 
     def __init__(self, op, context, spec=None):
+        super().__init__()
         self._op = op
         self._context = context
         self.spec = spec
@@ -103,14 +107,16 @@ class Op:
         self._single_output = outputs[0] if len(outputs) == 1 else None
         self._outputs = outputs
 
-    def _torch_fast_path(self):
+    def _torch_fast_path(self, exchange_api=True):
+        """The C++ path of calls on torch tensors; `exchange_api=False` reads each tensor through
+        its Python attributes even where torch has DLPack's exchange API (the tests)."""
         if not isinstance(self._op, _moejit.Op) or torch_tensor_type() is None:
             return None  # a stand-in op of the tests, or no torch
-        if self._allow_cpu:  # a recording op on a machine with no GPU: CPU torch tensors (device -1)
-            return _moejit.TorchFastPath(self._op, [_Torch.dtypes[d.dtype] for d in self._checker.decls],
-                                         _Torch.tensor, lambda device: 0, -1)
         dtypes = [_Torch.dtypes[d.dtype] for d in self._checker.decls]
-        return _moejit.TorchFastPath(self._op, dtypes, _Torch.tensor, _Torch.raw_stream, self.device)
+        api = _Torch.exchange_api if exchange_api else None
+        if self._allow_cpu:  # a recording op on a machine with no GPU: CPU torch tensors (device -1)
+            return _moejit.TorchFastPath(self._op, dtypes, _Torch.plain_types, api, lambda device: 0, -1)
+        return _moejit.TorchFastPath(self._op, dtypes, _Torch.plain_types, api, _Torch.raw_stream, self.device)
 
     @property
     def name(self):
@@ -128,22 +134,19 @@ class Op:
         """The declared tensors, in launch order."""
         return self._op.tensors()
 
-    def __call__(self, *tensors, tokens=None, stream=None, expected_rows=0, **named):
-        fast = self._fast
-        if fast is not None and not named and tokens is None and stream is None and fast(tensors, expected_rows):
-            pass  # every tensor a CUDA torch tensor that fits: checked and launched in C++
+    def _call(self, *tensors, tokens=None, stream=None, expected_rows=0, **named):
+        """op(...) where the C++ fast path does not take it: Python's checks, then the launch."""
+        checker = self._checker
+        if named or len(tensors) != len(checker.decls):
+            tensors = checker.bind(tensors, named)
+        t, ptrs, on_torch = checker.check(tensors, tokens, self._allow_cpu)
+        if stream is None:
+            handle = _Torch.raw_stream(self.device) if on_torch else 0
         else:
-            checker = self._checker
-            if named or len(tensors) != len(checker.decls):
-                tensors = checker.bind(tensors, named)
-            t, ptrs, on_torch = checker.check(tensors, tokens, self._allow_cpu)
-            if stream is None:
-                handle = _Torch.raw_stream(self.device) if on_torch else 0
-            else:
-                handle = _stream_handle(stream)
-            self._launch(ptrs, t, handle, expected_rows)
-            if on_torch and fast is None:
-                self._fast = self._torch_fast_path()
+            handle = _stream_handle(stream)
+        self._launch(ptrs, t, handle, expected_rows)
+        if on_torch and self._fast is None:
+            self._fast = self._torch_fast_path()
         if self._single_output is not None:
             return tensors[self._single_output]
         return tuple(tensors[i] for i in self._outputs)

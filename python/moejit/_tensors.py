@@ -1,7 +1,7 @@
 """Tensor checks: each tensor of a call against the op's declaration (OpSpec::tensors()), before
 anything reaches the GPU, with `moejit run`'s and Op::launch's wording.
 
-A call on torch tensors first takes the C++ fast path (TorchFastPath in python/src/bindings.cpp:
+A call on torch tensors first takes the C++ fast path (TorchFastPath in python/src/torch_fast_path.cpp:
 the same checks, in C++, then the launch); what it does not take comes here, which says what is
 wrong, or reads what is not torch: anything else is read through __cuda_array_interface__ (CuPy, Numba) or DLPack / the buffer
 protocol (NumPy, JAX, ...). Every tensor must be C-contiguous, of the declared dtype and shape
@@ -101,6 +101,8 @@ class _Torch:
     tensor = None
     dtypes = None
     raw_stream = None
+    plain_types = None  # torch.Tensor, nn.Parameter: no __torch_function__ of their own
+    exchange_api = None  # DLPack's C exchange API of torch.Tensor (torch 2.10+), else None
 
     @classmethod
     def load(cls):
@@ -114,6 +116,11 @@ class _Torch:
             def getter(device):
                 return torch.cuda.current_stream(device).cuda_stream
         cls.raw_stream = staticmethod(getter)
+        parameter = getattr(getattr(torch, "nn", None), "Parameter", None)
+        cls.plain_types = (torch.Tensor,) + ((parameter,) if isinstance(parameter, type) else ())
+        cls.exchange_api = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+        if cls.exchange_api is None:  # its first name
+            cls.exchange_api = getattr(torch.Tensor, "__c_dlpack_exchange_api__", None)
         cls.tensor = torch.Tensor
         return True
 

@@ -135,3 +135,24 @@ def test_zero_tokens_and_streams(torch_cuda, spec, ctx):
     assert torch.equal(out.view(torch.int16), want.view(torch.int16))
     with pytest.raises(moejit.InputError, match="too small for 8 tokens"):
         act.launch([(x.data_ptr(), x.nbytes), (out.data_ptr(), out.nbytes // 2)], 8, 0)
+
+
+@pytest.mark.parametrize("exchange_api", [True, False], ids=["dlpack", "attributes"])
+def test_torch_calls_take_torchs_current_stream(torch_cuda, spec, ctx, exchange_api):
+    """The C++ path of calls on CUDA tensors, recorded: torch's current stream, the tensors'
+    addresses, no Python checks (DLPack's exchange API where torch has it, else the tensors'
+    attributes)."""
+    torch = torch_cuda
+    rec = moejit.Op(moejit._moejit._RecordingOp(spec.op("act_silu")), ctx, spec.op("act_silu"))
+    x = torch.randn(8, 512, device="cuda").bfloat16()
+    out = torch.empty(8, 256, device="cuda", dtype=torch.bfloat16)
+    rec(x, out)  # the first call on CUDA tensors makes the C++ path
+    assert rec._fast is not None
+    rec._fast = rec._torch_fast_path(exchange_api)
+    rec._checker.check = lambda *a: pytest.fail("Python's checks ran")
+    side = torch.cuda.Stream()
+    for stream in (side, torch.cuda.current_stream()):
+        with torch.cuda.stream(stream):
+            assert rec(x=x, out=out) is out
+        assert rec._op.last["stream"] == stream.cuda_stream
+    assert rec._op.last["buffers"] == [(x.data_ptr(), x.nbytes), (out.data_ptr(), out.nbytes)]

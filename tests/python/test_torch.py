@@ -166,37 +166,204 @@ def test_torch_imports_after_moejit():
     assert out.returncode == 0, out.stderr
 
 
-def test_torch_fast_path_checks_in_cpp(monkeypatch):
+def fast_op(name, exchange_api=True, allow_cpu=True):
+    """A recording op whose C++ path of torch calls is made (CPU tensors: device -1), and a list
+    that counts the calls Python's checks take."""
+    from conftest import recording_op
+    op = recording_op(spec_op(name))
+    op._allow_cpu = allow_cpu
+    op._fast = op._torch_fast_path(exchange_api)
+    assert op._fast.uses_dlpack == (exchange_api and moejit._tensors._Torch.exchange_api is not None)
+    op.python_checks = []
+    check = op._checker.check
+    op._checker.check = lambda *a: op.python_checks.append(1) or check(*a)
+    return op
+
+
+def router_tensors(t=5):
+    return [torch.zeros(t, 256), torch.zeros(256), torch.zeros(t, 8), torch.zeros(t, 8, dtype=torch.int32)]
+
+
+# Each torch tensor is read through DLPack's exchange API where torch has it, else (and for
+# subclasses) through its Python attributes: every test of the C++ path runs both ways.
+both_ways = pytest.mark.parametrize("exchange_api", [True, False], ids=["dlpack", "attributes"])
+
+
+@both_ways
+def test_torch_fast_path_checks_in_cpp(exchange_api):
     """The C++ path of calls on torch tensors launches what fits and hands the rest to Python's
     checks (here on CPU tensors: a recording op with device -1)."""
-    from conftest import recording_op
-    op = recording_op(spec_op("router_grouped"))
-    op._fast = op._torch_fast_path()
-    good = [torch.zeros(5, 256), torch.zeros(256), torch.zeros(5, 8), torch.zeros(5, 8, dtype=torch.int32)]
-    calls = []
-    check = op._checker.check
-    monkeypatch.setattr(op._checker, "check", lambda *a: calls.append(1) or check(*a))
-    op(*good, expected_rows=4)
+    op = fast_op("router_grouped", exchange_api)
+    good = router_tensors()
+    weights, ids = op(*good, expected_rows=4)
     last = op.native.last
-    assert not calls, "Python's checks ran for a call the C++ path takes"
-    assert last["tokens"] == 5 and last["expected_rows"] == 4
+    assert not op.python_checks, "Python's checks ran for a call the C++ path takes"
+    assert weights is good[2] and ids is good[3]
+    assert last["tokens"] == 5 and last["expected_rows"] == 4 and last["stream"] == 0
     assert last["buffers"] == [(t.data_ptr(), t.nbytes) for t in good]
     op(torch.zeros(0, 256), good[1], torch.zeros(0, 8), torch.zeros(0, 8, dtype=torch.int32))
     assert op.native.last["tokens"] == 0 and op.native.last["buffers"][0] == (256, 0)
-    assert not calls
+    assert not op.python_checks
     for bad, cls in [(good[:3] + [good[3].long()], moejit.TensorTypeError),
                      ([torch.zeros(256, 5).t()] + good[1:], moejit.InputError),
                      (good[:2] + [torch.zeros(6, 8), good[3]], moejit.InputError)]:
         with pytest.raises(cls):
             op(*bad)
-    assert len(calls) == 3 and op.native.last["count"] == 2
+    assert len(op.python_checks) == 3 and op.native.last["count"] == 2
 
 
-def test_torch_fast_path_leaves_optional_tensors_unbound(monkeypatch):
+@both_ways
+def test_torch_fast_path_binds_by_name(exchange_api):
+    op = fast_op("router_grouped", exchange_api)
+    good = router_tensors()
+    named = dict(zip(["logits", "bias", "weights", "ids"], good))
+    weights, ids = op(**named, expected_rows=3)
+    assert weights is good[2] and ids is good[3] and op.native.last["expected_rows"] == 3
+    op(good[0], good[1], ids=good[3], weights=good[2], tokens=None, stream=None)
+    op(**{"".join(name): t for name, t in named.items()})  # names built at run time: not interned
+    assert not op.python_checks and op.native.last["count"] == 3
+    assert op.native.last["buffers"] == [(t.data_ptr(), t.nbytes) for t in good]
+
+
+@both_ways
+def test_torch_fast_path_hands_other_calls_to_python(exchange_api):
+    """tokens=, stream=, and calls Python's binding refuses go to Python, which launches or says
+    what is wrong as it would without the C++ path."""
+    op = fast_op("router_grouped", exchange_api)
+    good = router_tensors()
+    op(*good, tokens=5)
+    op(*good, stream=1234)
+    assert len(op.python_checks) == 2 and op.native.last["count"] == 2 and op.native.last["stream"] == 1234
+    for call, message in [(lambda: op(*good, logits=good[0]), "tensor 'logits' given twice"),
+                          (lambda: op(*good, scores=good[0]), "has no tensor named 'scores'"),
+                          (lambda: op(*good, good[0]), "takes one tensor per declared tensor; found 5")]:
+        with pytest.raises(moejit.UsageError, match=message):
+            call()
+    with pytest.raises(moejit.InputError, match="tensor 'ids' is not bound"):
+        op(*good[:3])
+    with pytest.raises(moejit.InputError, match="tensor 'ids' is not bound"):
+        op(*good[:2], ids=None, weights=good[2])
+    assert op.native.last["count"] == 2
+
+
+def python_error(op, *args, **kwargs):
+    with pytest.raises(moejit.Error) as e:
+        op(*args, **kwargs)
+    return type(e.value), str(e.value)
+
+
+@both_ways
+def test_torch_fast_path_errors_are_pythons(exchange_api):
+    """A call the C++ path refuses raises what Python's checks alone raise, by position or by name."""
+    fast = fast_op("router_grouped", exchange_api)
     from conftest import recording_op
-    tail = recording_op(spec_op("tail"))
-    tail._fast = tail._torch_fast_path()
-    monkeypatch.setattr(tail._checker, "check", lambda *a: pytest.fail("Python's checks ran"))
+    python = recording_op(spec_op("router_grouped"))  # no C++ path: CPU tensors never make one
+    good = router_tensors()
+    bad_cases = [
+        good[:3] + [good[3].long()],  # dtype
+        [torch.zeros(256, 5).t()] + good[1:],  # not contiguous
+        [torch.zeros(5, 255)] + good[1:],  # shape
+        good[:2] + [torch.zeros(6, 8), good[3]],  # T disagrees
+        [torch.zeros(5)] + good[1:],  # too few dimensions for T
+        good[:1] + [torch.zeros(1, 256)] + good[2:],  # a fixed shape's extra dimension
+        good[:3] + [[[0] * 8] * 5],  # no array
+        good[:1] + [torch.zeros(256, dtype=torch.float64)] + good[2:],
+        [good[0].to_sparse()] + good[1:],  # DLPack cannot export it
+    ]
+    for bad in bad_cases:
+        want = python_error(python, *bad)
+        assert python_error(fast, *bad) == want
+        names = dict(zip(["logits", "bias", "weights", "ids"], bad))
+        assert python_error(fast, **names) == want
+    assert python._fast is None and fast.native.last["count"] == 0 and python.native.last["count"] == 0
+
+
+@both_ways
+def test_torch_fast_path_refuses_cpu_tensors_on_a_gpu_op(exchange_api):
+    op = fast_op("router_grouped", exchange_api, allow_cpu=False)  # device 0
+    with pytest.raises(moejit.InputError, match="tensor 'logits' is a CPU tensor; found cpu; expected a CUDA tensor on device 0"):
+        op(*router_tensors())
+    assert op.python_checks and op.native.last["count"] == 0
+
+
+@both_ways
+def test_torch_fast_path_contiguity_and_address_are_torchs(exchange_api):
+    """The C++ path takes a tensor exactly where torch calls it contiguous, at its data_ptr()."""
+    op = fast_op("router_grouped", exchange_api)
+    good = router_tensors(1)
+    views = [torch.zeros(8, 256)[3:4], torch.zeros(256, 1).t(), torch.zeros(256, 3)[:, 1:2].t(),
+             torch.zeros(256, 5).t()[:1], torch.zeros(2, 512)[:1, ::2], torch.zeros(1, 256).expand(1, 256),
+             torch.zeros(2, 256).expand(2, 2, 256)[0, :1], torch.zeros(2, 256)[:, None, :][1], torch.zeros(1, 1).expand(1, 256)]
+    for view in views:
+        assert view.shape == (1, 256)
+        args = (view,) + tuple(good[1:])
+        assert op._fast(args, 0) == view.is_contiguous(), (view.stride(), view.is_contiguous())
+        if view.is_contiguous():
+            assert op.native.last["buffers"][0] == (view.data_ptr(), 1024)
+    empty = torch.zeros(256, 0).t()  # no elements: contiguous whatever the strides
+    assert empty.is_contiguous() and op._fast((empty, good[1], torch.zeros(0, 8), torch.zeros(0, 8, dtype=torch.int32)), 0)
+    assert not op.python_checks
+
+
+@both_ways
+def test_torch_fast_path_takes_parameters_and_subclasses(exchange_api):
+    class Sub(torch.Tensor):
+        pass
+
+    op = fast_op("router_grouped", exchange_api)
+    good = router_tensors()
+    as_parameter = [good[0], torch.nn.Parameter(good[1], requires_grad=False)] + good[2:]
+    as_subclass = [good[0].as_subclass(Sub)] + good[1:3] + [good[3].as_subclass(Sub)]
+    for tensors in (as_parameter, as_subclass):
+        assert op(*tensors)[1] is tensors[3]
+        assert op.native.last["buffers"] == [(t.data_ptr(), t.nbytes) for t in good]
+    with pytest.raises(moejit.TensorTypeError, match="tensor 'ids' has the wrong dtype"):
+        op(*as_subclass[:3], good[3].long().as_subclass(Sub))
+    assert len(op.python_checks) == 1
+
+
+@both_ways
+def test_torch_fast_path_raises_launch_errors(exchange_api):
+    """Op::launch's own checks, from C++ inside the C++ path: the same error as through Python."""
+    from gpu_inputs import make_arrays, to_torch
+    op = fast_op("experts", exchange_api)
+    decls = {d.name: d for d in op.tensors()}
+    big = {n: to_torch(torch, a, decls[n], "cpu") for n, a in make_arrays(op, 65).items()}  # max_tokens is 64
+    with pytest.raises(moejit.InputError) as e:
+        op(**big)
+    assert "token count out of range" in str(e.value) and e.value.expected == "0 to 64 (max_tokens)"
+    assert not op.python_checks and op.native.last["count"] == 0
+    with pytest.raises(moejit.InputError) as python:
+        op(**big, tokens=65)
+    assert str(python.value) == str(e.value)
+
+
+@both_ways
+def test_torch_fast_path_leaves_optional_tensors_unbound(exchange_api):
+    tail = fast_op("tail", exchange_api)
     tensors = [None if d.optional else torch.zeros(d.shape_for(3), dtype=torch.bfloat16) for d in tail.tensors()]
-    tail(*tensors)
+    outputs = tail(*tensors)  # out, and the two optional outputs left unbound: None
+    assert outputs[0] is tensors[[d.role for d in tail.tensors()].index("output")] and outputs[1:] == (None, None)
     assert [b == (0, 0) for b in tail.native.last["buffers"]] == [d.optional for d in tail.tensors()]
+    tail(**{d.name: t for d, t in zip(tail.tensors(), tensors) if t is not None})
+    assert not tail.python_checks and tail.native.last["count"] == 2
+
+
+def test_exchange_api_forms():
+    """DLPack's exchange API as torch gives it (a capsule; an int in its first versions), and what
+    the C++ path refuses to read (it then reads each tensor's Python attributes)."""
+    from conftest import recording_op
+    moejit._tensors.torch_tensor_type()  # looks torch up
+    api = moejit._tensors._Torch.exchange_api
+    if api is None:
+        pytest.skip(f"torch {torch.__version__} has no DLPack exchange API")
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.argtypes, get.restype = [ctypes.py_object, ctypes.c_char_p], ctypes.c_void_p
+    op = recording_op(spec_op("router_grouped"))
+    types_ = moejit._tensors._Torch.plain_types
+    for form, used in [(api, True), (get(api, b"dlpack_exchange_api"), True), (None, False), (0, False),
+                       (torch.zeros(1).__dlpack__(), False), ("api", False)]:
+        fast = moejit._moejit.TorchFastPath(op._op, [torch.float32, torch.float32, torch.float32, torch.int32], types_,
+                                            form, lambda device: 0, -1)
+        assert fast.uses_dlpack == used, form
+        assert fast(tuple(router_tensors()), 0)
