@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <span>
 
 namespace moejit::tools {
 
@@ -26,12 +28,20 @@ struct Item {
   Contract contract;
 };
 
-// Several contracts go to a directory (one file each), one contract to the file named by -o.
-std::string output_path(const Opts& o, const Item& item, std::size_t count, std::string_view ext) {
+// Several contracts go to a directory (one file each: OP.ARCH.EXT, or OP.FAMILY.ARCH.EXT where
+// the op compiles to several contracts, as the experts op's decode and prefill kernels), one
+// contract to the file named by -o.
+std::string output_path(const Opts& o, std::span<const Item> items, std::size_t i, std::string_view ext) {
   std::error_code ec;
-  if (count == 1 && !std::filesystem::is_directory(o.output, ec)) return o.output;
+  if (items.size() == 1 && !std::filesystem::is_directory(o.output, ec)) return o.output;
   detail::make_output_dir(o.output, "-o");
-  return (std::filesystem::path(o.output) / fmt::format("{}.{}.{}", item.op, item.contract.arch(), ext)).string();
+  const Item& item = items[i];
+  const auto same = std::count_if(items.begin(), items.end(), [&](const Item& other) {
+    return other.op == item.op && other.contract.arch() == item.contract.arch();
+  });
+  const std::string name = same > 1 ? fmt::format("{}.{}.{}.{}", item.op, item.contract.family(), item.contract.arch(), ext)
+                                    : fmt::format("{}.{}.{}", item.op, item.contract.arch(), ext);
+  return (std::filesystem::path(o.output) / name).string();
 }
 
 int emit_report(detail::Cache& cache, const std::vector<Item>& items) {
@@ -83,9 +93,9 @@ Action add_compile(CLI::App& app) {
     // Every file checked before anything is compiled, and all published together: a full disk
     // or a bad path leaves none of the set.
     std::vector<std::string> paths;
-    for (const auto& item : items) {
+    for (std::size_t i = 0; i < items.size(); ++i) {
       if (o->output.empty()) break;
-      paths.push_back(output_path(*o, item, items.size(), o->emit == "source" ? "cu" : o->emit));
+      paths.push_back(output_path(*o, items, i, o->emit == "source" ? "cu" : o->emit));
       detail::check_output_file(paths.back(), "-o");
     }
     detail::OutputFiles files("-o");
