@@ -60,6 +60,15 @@ __device__ __forceinline__ void barrier_expect(unsigned long long* b, int bytes)
 __device__ __forceinline__ void barrier_arrive(unsigned long long* b) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(b)) : "memory");
 }
+/// barrier_arrive from the lanes where `lane` is 0, predicated rather than branched on, so that
+/// the wgmmas in flight around it stay pipelined (ptxas serializes them around divergent code).
+__device__ __forceinline__ void barrier_arrive_lane0(unsigned long long* b, int lane) {
+  asm volatile(
+      "{\n.reg .pred first;\nsetp.eq.s32 first, %1, 0;\n"
+      "@first mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(smem_address(b)),
+      "r"(lane)
+      : "memory");
+}
 /// Blocks until the barrier's phase of this parity has completed.
 __device__ __forceinline__ void barrier_wait(unsigned long long* b, int parity) {
   asm volatile(
@@ -459,33 +468,39 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
     float acc[S::kN / 2];
     int it = 0;
     for (;;) {
-      Unit w;
-      bool idle = false;  // warpgroup 1 on a tile of at most 64 rows: no rows of its own
-      for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
-        const int s = it % S::kStages;
-        barrier_wait(&full[s], (it / S::kStages) & 1);
-        if (kb == 0) {
-          w = slot[s];
-          if (w.n < 0) break;
-          idle = warpgroup == 1 && w.tile.rows <= 64;
-        }
-        if (!idle) {
-          const unsigned char* stage = smem + s * S::kStageBytes;
-          const unsigned long long da = descriptor(stage + warpgroup * 64 * 128), db = descriptor(stage + S::kABytes);
-          pin(acc);
-          wgmma_fence();
-#pragma unroll
-          for (int k = 0; k < kBK / 16; ++k) wgmma::Mma<T, S::kN>::run(acc, da + 2 * k, db + 2 * k, kb > 0 || k > 0);
-          wgmma_commit();
-          // The stage is read once its wgmmas complete: hand it back at once, so that the producer
-          // keeps every other stage of the ring loading.
-          wgmma_wait<0>();
-          pin(acc);
-        }
-        if (lane == 0) barrier_arrive(&empty[s]);
-      }
+      // The unit, with the stage of its first k block.
+      int s = it % S::kStages;
+      barrier_wait(&full[s], (it / S::kStages) & 1);
+      const Unit w = slot[s];
       if (w.n < 0) break;
-      if (idle) continue;
+      if (warpgroup == 1 && w.tile.rows <= 64) {  // no rows of its own: hand each stage back
+        for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
+          s = it % S::kStages;
+          if (kb > 0) barrier_wait(&full[s], (it / S::kStages) & 1);
+          barrier_arrive_lane0(&empty[s], lane);
+        }
+        continue;
+      }
+      pin(acc);  // the last tile's epilogue reads before the first wgmma writes
+      int held = s;
+      for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
+        s = it % S::kStages;
+        if (kb > 0) barrier_wait(&full[s], (it / S::kStages) & 1);
+        const unsigned char* stage = smem + s * S::kStageBytes;
+        const unsigned long long da = descriptor(stage + warpgroup * 64 * 128), db = descriptor(stage + S::kABytes);
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < kBK / 16; ++k) wgmma::Mma<T, S::kN>::run(acc, da + 2 * k, db + 2 * k, kb > 0 || k > 0);
+        wgmma_commit();
+        // One k block's wgmmas in flight while the next is issued (the tensor pipe never drains
+        // between k blocks); the stage before is read once they are down to this one.
+        wgmma_wait<1>();
+        if (kb > 0) barrier_arrive_lane0(&empty[held], lane);
+        held = s;
+      }
+      wgmma_wait<0>();
+      pin(acc);
+      barrier_arrive_lane0(&empty[held], lane);
       unsigned char* mine = staging + (4 * warpgroup + warp) * kWarpStaging;
       if constexpr (kGemm == 1) {
         store_h<C>(a, w.tile, w.n, acc, row0, q, mine);
