@@ -111,6 +111,35 @@ __device__ __forceinline__ void block_exclusive_scan(int* v, int n, int* warp_su
   __syncthreads();
 }
 
+/// The stable sort's ranking of pairs [begin, end): in pair order, kMetaThreads at a time, a warp
+/// at a time, each group of lanes with the same expert taking consecutive rows from next[e] (in
+/// shared memory, advanced as rows are taken); writes each pair's row and each row's pair.
+template <class C>
+__device__ __forceinline__ void rank_pairs(const ExpertsMetaArgs& a, long long begin, long long end, int* next) {
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  for (long long base = begin; base < end; base += kMetaThreads) {
+    const long long p = base + tid;
+    const int e = p < end ? local_expert<C>(a, p) : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    const int rank = __popc(peers & ((1u << lane) - 1u));
+    const long long left = (end - base + 31) / 32;
+    const int warps = left < 32 ? static_cast<int>(left) : 32;
+    int row = -1;
+    for (int w = 0; w < warps; ++w) {
+      if (warp == w) {
+        if (e >= 0) row = next[e] + rank;
+        __syncwarp();
+        if (e >= 0 && rank == 0) next[e] += __popc(peers);
+      }
+      __syncthreads();
+    }
+    if (p < end) {
+      a.position[p] = row;
+      if (row >= 0) a.sorted[row] = static_cast<int>(p);
+    }
+  }
+}
+
 }  // namespace experts
 
 // ---- metadata ---------------------------------------------------------------------------------
@@ -163,29 +192,7 @@ __global__ void __launch_bounds__(experts::kMetaThreads) experts_meta_kernel(Exp
   if constexpr (!C::kMasked) {
     // The stable sort: a chunk of kMetaThreads pairs at a time, a warp at a time in pair order,
     // each group of lanes with the same expert taking consecutive rows.
-    const long long pairs = T * C::kK;
-    const int lane = tid % 32, warp = tid / 32;
-    for (long long base = 0; base < pairs; base += kMetaThreads) {
-      const long long p = base + tid;
-      const int e = p < pairs ? local_expert<C>(a, p) : -1;
-      const unsigned peers = __match_any_sync(0xffffffffu, e);
-      const int rank = __popc(peers & ((1u << lane) - 1u));
-      const long long left = (pairs - base + 31) / 32;
-      const int warps = left < 32 ? static_cast<int>(left) : 32;
-      int row = -1;
-      for (int w = 0; w < warps; ++w) {
-        if (warp == w) {
-          if (e >= 0) row = start[e] + rank;
-          __syncwarp();
-          if (e >= 0 && rank == 0) start[e] += __popc(peers);
-        }
-        __syncthreads();
-      }
-      if (p < pairs) {
-        a.position[p] = row;
-        if (row >= 0) a.sorted[row] = static_cast<int>(p);
-      }
-    }
+    rank_pairs<C>(a, 0, T * C::kK, start);
   }
 }
 

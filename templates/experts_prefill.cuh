@@ -343,32 +343,11 @@ __global__ void __launch_bounds__(experts::kMetaThreads) experts_rank_kernel(Exp
   using namespace experts;
   __shared__ int next[C::kE];
   dependent_launch_prologue();
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int tid = threadIdx.x;
   for (int e = tid; e < C::kE; e += kMetaThreads) next[e] = a.block_counts[static_cast<long long>(blockIdx.x) * C::kE + e];
   __syncthreads();
   const long long pairs = a.tokens * C::kK, begin = static_cast<long long>(blockIdx.x) * a.sort_chunk;
-  const long long end = min(pairs, begin + a.sort_chunk);
-  for (long long base = begin; base < end; base += kMetaThreads) {
-    const long long p = base + tid;
-    const int e = p < end ? local_expert<C>(a, p) : -1;
-    const unsigned peers = __match_any_sync(0xffffffffu, e);
-    const int rank = __popc(peers & ((1u << lane) - 1u));
-    const long long left = (end - base + 31) / 32;
-    const int warps = left < 32 ? static_cast<int>(left) : 32;
-    int row = -1;
-    for (int w = 0; w < warps; ++w) {
-      if (warp == w) {
-        if (e >= 0) row = next[e] + rank;
-        __syncwarp();
-        if (e >= 0 && rank == 0) next[e] += __popc(peers);
-      }
-      __syncthreads();
-    }
-    if (p < end) {
-      a.position[p] = row;
-      if (row >= 0) a.sorted[row] = static_cast<int>(p);
-    }
-  }
+  rank_pairs<C>(a, begin, min(pairs, begin + a.sort_chunk), next);
 }
 
 /// x' for the prefill GEMM1 (standard layout): a thread a 16-byte vector, grid-strided.
