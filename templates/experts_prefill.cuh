@@ -13,10 +13,11 @@
 // shared-memory stages (A: 128 rows x 64 k, B: N rows x 64 k, 128-byte swizzle), full/empty
 // mbarriers between it and warpgroups 0 and 1, which take rows 0-63 and 64-127 of each tile with
 // wgmma m64nNk16 (fp32 accumulators in registers; warpgroup 1 idles on a tile of at most 64 rows)
-// and store from them. The CTAs are persistent: unit u of tile_count x (N tiles) is visited in
-// bands of up to kBand tiles of one expert, N tile outer, so that the CTAs running together share
-// their weight tiles (each read from HBM once) and their A tiles stay in L2. The producer hands
-// each unit to the consumers in a shared slot beside the stage of its first k block.
+// and store from them. The CTAs are persistent and take units in order from a counter: unit u of
+// tile_count x (N tiles) is visited in bands of up to kBand tiles of one expert, N tile outer, so
+// that the CTAs running together share their weight tiles in L2 and their A tiles stay there. The
+// producer hands each unit to the consumers in a shared slot beside the stage of its first k
+// block; the consumers keep one k block's wgmmas in flight while issuing the next.
 //
 // Config (generated): experts.cuh's, plus kCols1 (h columns a GEMM1 tile: its N is 2 kCols1,
 // gate rows and up rows), kN2, kStages1, kStages2, kBand1, kBand2.
