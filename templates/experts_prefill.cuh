@@ -160,6 +160,9 @@ inline constexpr int kWarpStaging = 16 * kStagedRow;
 /// in row_dst (0: a row past the tile's, not stored).
 template <class T, int kCols, class Pair>
 __device__ __forceinline__ void store_staged(unsigned char* buf, unsigned long long row_dst, int lane, Pair&& pair) {
+  // Opaque to the compiler: the staging addresses are derived here, each tile, not hoisted out of
+  // the persistent loop into registers the epilogue's math needs (GELU's erfc spilled them).
+  asm volatile("" : "+l"(buf));
   const int g = lane / 4, q = lane % 4;
 #pragma unroll
   for (int c0 = 0; c0 < kCols; c0 += kChunk) {

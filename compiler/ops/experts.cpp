@@ -94,8 +94,8 @@ ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_vi
   ExpertsPrefillTiling t;
   if (arch != "sm_90a") return t;  // wgmma: sm_90a only (sm_100's tcgen05 path is not written)
   // N of the wgmma shapes templates/wgmma.cuh holds; GEMM1's N is 2 cols1. GELU (erf): erfc's
-  // registers beside 128 accumulators a thread spill in GEMM1's epilogue (bf16 at N 256: 200
-  // bytes), so 64 columns (N 128, 64 accumulators; fp16 still spills 216 bytes there).
+  // registers beside 128 accumulators a thread spill in GEMM1's epilogue (bf16 at N 256: 48
+  // bytes), so 64 columns (N 128, 64 accumulators; fp16 still spills 56 bytes there).
   t.cols1 = s.activation.kind == ActivationKind::gelu ? largest_divisor(s.intermediate, {64})
                                                       : largest_divisor(s.intermediate, {128, 120, 96, 64});
   t.n2 = largest_divisor(s.hidden, {256, 240, 192, 128});

@@ -212,7 +212,8 @@ TEST_CASE("every experts contract compiles for sm_90a and sm_100a without spills
 
 TEST_CASE("the one experts contract that spills: fp16 GELU (erf)'s prefill GEMM1, in its epilogue, a bounded amount", "[nvrtc][experts]") {
   // compiler/ops/experts.cpp's tiling gives GELU 64 columns a GEMM1 tile, which ends bf16's spill
-  // but not fp16's (ptxas holds the consumer warps to the kernel's 168 registers).
+  // but not fp16's (56 bytes: its erfcs overlapped beside the accumulators within the consumers'
+  // setmaxnreg budget).
   const auto op = parse_spec(R"({"op": "experts", "hidden": 1024, "intermediate": 384, "num_experts": 16, "topk": 4, "dtype": "fp16", "activation": {"kind": "gelu"}})",
                              "sweep.json")
                       .ops[0];
@@ -223,7 +224,7 @@ TEST_CASE("the one experts contract that spills: fp16 GELU (erf)'s prefill GEMM1
       INFO("kernel " << k.name_expression);
       const int spilled = k.resources.spill_store_bytes + k.resources.spill_load_bytes;
       if (c.family() == "experts_prefill" && k.name_expression.find(", 1>") != std::string::npos) {
-        CHECK(spilled <= 512);
+        CHECK(spilled <= 128);
       } else {
         CHECK(spilled == 0);
       }
