@@ -40,7 +40,8 @@ json fields_of(const Manifest& m) {
                             {"stack_bytes", k.resources.stack_bytes},
                             {"spill_store_bytes", k.resources.spill_store_bytes},
                             {"spill_load_bytes", k.resources.spill_load_bytes},
-                            {"barriers", k.resources.barriers}});
+                            {"barriers", k.resources.barriers},
+                            {"wgmma_serialized", k.resources.wgmma_serialized}});
   }
   return json{{"schema", m.inputs.schema_version},
               {"key", m.key.hex()},
@@ -122,7 +123,8 @@ Manifest Manifest::from_json(std::string_view text) {
       m.kernels.push_back({k.at("name_expression").get<std::string>(), k.at("lowered_name").get<std::string>(),
                            KernelResources{k.at("registers").get<int>(), k.at("shared_bytes").get<int>(),
                                            k.at("stack_bytes").get<int>(), k.at("spill_store_bytes").get<int>(),
-                                           k.at("spill_load_bytes").get<int>(), k.at("barriers").get<int>()}});
+                                           k.at("spill_load_bytes").get<int>(), k.at("barriers").get<int>(),
+                                           k.value("wgmma_serialized", false)}});  // absent before it was recorded
     }
     m.compile_seconds = j.at("compile_seconds").get<double>();
     m.created = j.at("created").get<std::string>();

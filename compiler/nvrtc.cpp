@@ -149,6 +149,9 @@ std::vector<std::pair<std::string, KernelResources>> parse_ptxas_report(std::str
   static const std::regex kUsed(R"(Used (\d+) registers)");
   static const std::regex kBarriers(R"(used (\d+) barriers)");
   static const std::regex kSmem(R"((\d+) bytes smem)");
+  // ptxas info    : (C7518) Potential Performance Loss: wgmma.mma_async instructions are serialized
+  // due to ... in the function 'NAME'
+  static const std::regex kSerialized(R"(wgmma\.mma_async instructions are serialized.* in the function '([^']+)')");
 
   std::vector<std::pair<std::string, KernelResources>> out;
   auto entry = [&](const std::string& name) -> KernelResources& {
@@ -161,6 +164,10 @@ std::vector<std::pair<std::string, KernelResources>> parse_ptxas_report(std::str
   std::istringstream lines{std::string(log)};
   std::smatch m;
   for (std::string line; std::getline(lines, line);) {
+    if (std::regex_search(line, m, kSerialized)) {
+      entry(m[1]).wgmma_serialized = true;
+      continue;
+    }
     if (std::regex_search(line, m, kEntry) || std::regex_search(line, m, kProps)) {
       current = m[1];
       entry(current);

@@ -22,6 +22,7 @@ struct KernelResources {
   int spill_store_bytes = 0;
   int spill_load_bytes = 0;
   int barriers = 0;
+  bool wgmma_serialized = false;  ///< ptxas's C7518: it could not keep the kernel's wgmmas in flight
   bool operator==(const KernelResources&) const = default;
 };
 

@@ -54,6 +54,10 @@ int emit_report(detail::Cache& cache, const std::vector<Item>& items) {
       fmt::print("{:<20} {:<8} {:<9} {:>5} {:>6} {:>6} {:>6}  {:<32}  {}\n", item.op, item.contract.arch(),
                  detail::to_string(r.source), res.registers, res.shared_bytes, res.stack_bytes,
                  res.spill_store_bytes + res.spill_load_bytes, r.entry->manifest.key.hex(), k.name_expression);
+      if (res.wgmma_serialized) {
+        fmt::print("{:<20} {:<8} warning: ptxas serialized the wgmmas of {} (C7518: the tensor pipe drains between them)\n",
+                   item.op, item.contract.arch(), k.name_expression);
+      }
     }
     // The contract's fields under its kernels: the shape and the tiling it chose.
     std::vector<std::string> fields;
