@@ -9,12 +9,14 @@ why, where there is no GPU or no NumPy.
   python3 tests/gpu/run_npy.py --moejit build/moejit
 """
 import argparse
-import ctypes
 import json
 import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gpu_probe import no_gpu_reason  # noqa: E402
 
 try:
     import numpy as np
@@ -22,18 +24,6 @@ except ImportError:  # skip_reason() says so
     np = None
 
 SKIPPED = 77  # CTest's SKIP_RETURN_CODE for the [gpu] tests
-
-
-def no_gpu_reason():
-    """Why no CUDA device can run this here (None when one can), by test_gpu's rule."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError as e:
-        return f"no CUDA driver ({e})"
-    count = ctypes.c_int(0)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-        return "no CUDA device here"
-    return None
 
 
 def skip_reason():

@@ -4,15 +4,17 @@
 GPU tests take the `gpu` fixture (and `torch_cuda` for PyTorch): where there is no CUDA device
 they are skipped with the reason, as the C++ [gpu] tests are.
 """
-import ctypes
 import functools
 import os
 import pathlib
+import sys
 import types
 
 import pytest
 
 SOURCE_DIR = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(SOURCE_DIR / "tests"))
+from gpu_probe import no_gpu_reason  # noqa: E402 (re-exported to the tests)
 SPECS = SOURCE_DIR / "specs"
 SMALL_SPEC = pathlib.Path(__file__).resolve().parent / "specs" / "small.json"
 
@@ -31,18 +33,6 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 @functools.lru_cache(maxsize=None)
-def no_gpu_reason():
-    """Why no CUDA device can run a test here (None when one can), by test_gpu's rule."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError as e:
-        return f"no CUDA driver ({e})"
-    count = ctypes.c_int(0)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-        return "no CUDA device here"
-    return None
-
-
 def require_gpu():
     reason = no_gpu_reason()
     if reason:
