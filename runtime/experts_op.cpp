@@ -162,19 +162,24 @@ class ExpertsOp final : public Op {
     return cached.map;
   }
 
-  // The metadata kernel, for GEMM tiles of n rows; its work list and sort stay in the workspace.
+  // The metadata's arguments, for GEMM tiles of n rows: its work list and sort stay in the workspace.
+  ExpertsMetaArgs meta_args(std::span<const Buffer> b, std::int64_t tokens, int n) const {
+    return {at(b, ids_),
+            static_cast<const int*>(at(b, map_)),
+            static_cast<const int*>(at(b, counts_)),
+            tokens,
+            n,
+            static_cast<int*>(sorted_.ptr()),
+            static_cast<int*>(position_.ptr()),
+            static_cast<ExpertsTile*>(tiles_.ptr()),
+            static_cast<int*>(tile_count_.ptr()),
+            static_cast<int*>(block_counts_.ptr()),
+            kExpertsSortChunk};
+  }
+
+  // The one-block metadata kernel.
   ExpertsMetaArgs launch_meta(std::span<const Buffer> b, std::int64_t tokens, int n, CUstream stream, const LaunchHints& hints) const {
-    const ExpertsMetaArgs meta{at(b, ids_),
-                               static_cast<const int*>(at(b, map_)),
-                               static_cast<const int*>(at(b, counts_)),
-                               tokens,
-                               n,
-                               static_cast<int*>(sorted_.ptr()),
-                               static_cast<int*>(position_.ptr()),
-                               static_cast<ExpertsTile*>(tiles_.ptr()),
-                               static_cast<int*>(tile_count_.ptr()),
-                               nullptr,
-                               0};
+    const auto meta = meta_args(b, tokens, n);
     meta_->launch({1, 1, 1}, meta, stream, pdl_ || hints.chained);
     return meta;
   }
@@ -182,17 +187,7 @@ class ExpertsOp final : public Op {
   // The metadata of a standard-layout prefill call over many blocks (count, scan, rank): the same
   // work list, sort and positions as the one-block kernel.
   ExpertsMetaArgs launch_sort(std::span<const Buffer> b, std::int64_t tokens, int n, CUstream stream, const LaunchHints& hints) const {
-    ExpertsMetaArgs meta{at(b, ids_),
-                         static_cast<const int*>(at(b, map_)),
-                         nullptr,
-                         tokens,
-                         n,
-                         static_cast<int*>(sorted_.ptr()),
-                         static_cast<int*>(position_.ptr()),
-                         static_cast<ExpertsTile*>(tiles_.ptr()),
-                         static_cast<int*>(tile_count_.ptr()),
-                         static_cast<int*>(block_counts_.ptr()),
-                         kExpertsSortChunk};
+    const auto meta = meta_args(b, tokens, n);
     const auto blocks = static_cast<unsigned>(ceil_div(rows_for(tokens), kExpertsSortChunk));
     sort_[0]->launch({blocks, 1, 1}, meta, stream, pdl_ || hints.chained);
     sort_[1]->launch({1, 1, 1}, meta, stream, true);
