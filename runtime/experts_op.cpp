@@ -139,6 +139,9 @@ class ExpertsOp final : public Op {
       // x' (GEMM1's A) lives in o: GEMM2 writes o only after GEMM1 has read all of x'.
       if (!spec_.masked()) a1_ = tma_map(driver, o_.ptr(), spec_.hidden, rows, kExpertsPrefillRows, spec_.dtype);
       a2_ = tma_map(driver, h_.ptr(), spec_.intermediate, rows, kExpertsPrefillRows, spec_.dtype);
+      // The epilogues' TMA stores: a warp's 16 rows x 64 columns.
+      c1_ = tma_map(driver, h_.ptr(), spec_.intermediate, rows, kExpertsPrefillStoreRows, spec_.dtype);
+      if (!spec_.masked()) c2_ = tma_map(driver, o_.ptr(), spec_.hidden, rows, kExpertsPrefillStoreRows, spec_.dtype);
     }
   }
 
@@ -226,6 +229,7 @@ class ExpertsOp final : public Op {
     g1.sorted = sorted;
     g1.tiles = tiles;
     g1.tile_count = count;
+    g1.c = c1_;
     g1.out = h_.ptr();
     g1.tokens = tokens;
     prefill_gemm_[0]->launch(persistent(spec_.intermediate / prefill_.cols1), g1, stream, true);
@@ -234,6 +238,7 @@ class ExpertsOp final : public Op {
     g2.b = weight_map(1, at(b, w2_));
     g2.bias = at(b, b2_);
     g2.out = spec_.masked() ? b[static_cast<std::size_t>(y_)].ptr : o_.ptr();
+    g2.c = spec_.masked() ? tma_map(driver_, g2.out, spec_.hidden, spec_.num_experts * tokens, kExpertsPrefillStoreRows, spec_.dtype) : c2_;
     prefill_gemm_[1]->launch(persistent(spec_.hidden / prefill_.n2), g2, stream, true);
     if (!spec_.masked()) combine(b, tokens, position, stream);
   }
@@ -306,6 +311,7 @@ class ExpertsOp final : public Op {
   std::shared_ptr<const Kernel> prefill_gemm_[2];
   std::shared_ptr<const Kernel> sort_[3];  ///< count, scan, rank (prefill, standard layout)
   ExpertsTmaMap a1_{}, a2_{};  ///< x' (in o) and h: workspace, fixed at load
+  ExpertsTmaMap c1_{}, c2_{};  ///< h and o (standard), as the epilogues store them
   struct WeightMap {
     const void* base = nullptr;
     ExpertsTmaMap map{};

@@ -9,9 +9,10 @@
 //                           masked: tiles straight from expert_num_tokens
 //   experts_gemm1_kernel    gate/up = x' w13[e]^T, rounded to the dtype, then the activation:
 //                           h [sorted row, I]
-//   experts_gemm2_kernel    o = h w2[e]^T (+ b2) times the router weight, rounded: o [pair, H]
-//                           (masked: y rows directly)
-//   experts_combine_kernel  y[t] = the fp32 sum of its valid slots in slot order, one rounding
+//   experts_gemm2_kernel    o = h w2[e]^T (+ b2) times the router weight, rounded: o [sorted
+//                           row, H] (masked: y rows directly)
+//   experts_combine_kernel  y[t] = the fp32 sum of its valid slots in slot order (each slot's o
+//                           row found through position), one rounding
 //
 // The GEMMs are weight streamers (weight_stream.cuh): a warp takes 16 weight rows (GEMM1: 8
 // gate rows and their 8 up rows, so one lane holds a gate and its up) and the tile's N rows as
@@ -335,19 +336,17 @@ __global__ void __launch_bounds__(32 * C::kGroups2 * C::kSplit2) experts_gemm2_k
     for (int i = 0; i < 2; ++i) {
       const int r = 8 * j + 2 * q + i;
       if (r >= tile.rows) continue;
-      const int row = tile.row + r;
-      long long out_row = row;
+      int row = tile.row + r;
+      asm volatile("" : "+r"(row));  // its address derived here, not held from before the reduction
       float weight = 1.0f;
-      if constexpr (!C::kMasked) {
-        out_row = a.sorted[row];
-        if constexpr (!C::kWeightOnInput) weight = a.topk_weights[out_row];
-      }
+      if constexpr (!C::kMasked && !C::kWeightOnInput) weight = a.topk_weights[a.sorted[row]];
+      T* dst = out + static_cast<long long>(row) * C::kH + col;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         float v = acc[j][2 * half + i];
         if constexpr (C::kBias) v = add(v, bias[half]);
         if constexpr (!C::kMasked && !C::kWeightOnInput) v = mul(v, weight);
-        out[out_row * C::kH + col + 8 * half] = from_float<T>(v);
+        dst[8 * half] = from_float<T>(v);
       }
     }
   }
@@ -355,7 +354,8 @@ __global__ void __launch_bounds__(32 * C::kGroups2 * C::kSplit2) experts_gemm2_k
 
 // ---- the combine ------------------------------------------------------------------------------
 
-/// y[t] = the fp32 sum, in slot order, of o over t's valid slots; a thread a vector of 8 columns.
+/// y[t] = the fp32 sum, in slot order, of o over t's valid slots (o's rows in sorted order, found
+/// through position); a thread a vector of 8 columns.
 template <class C>
 __global__ void __launch_bounds__(experts::kCombineThreads) experts_combine_kernel(ExpertsCombineArgs a) {
   static_assert(experts::Checks<C>::ok);
@@ -371,9 +371,9 @@ __global__ void __launch_bounds__(experts::kCombineThreads) experts_combine_kern
   for (int i = 0; i < 8; ++i) s[i] = 0.0f;
 #pragma unroll 4
   for (int k = 0; k < C::kK; ++k) {
-    const long long pair = t * C::kK + k;
-    if (a.position[pair] < 0) continue;
-    const Vec<T, 8> o = load_vec<T, 8>(static_cast<const T*>(a.o) + pair * C::kH + c);
+    const long long row = a.position[t * C::kK + k];
+    if (row < 0) continue;
+    const Vec<T, 8> o = load_vec<T, 8>(static_cast<const T*>(a.o) + row * C::kH + c);
 #pragma unroll
     for (int i = 0; i < 8; ++i) s[i] = add(s[i], to_float(o.v[i]));
   }

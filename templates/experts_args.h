@@ -36,7 +36,7 @@ struct ExpertsGemmArgs {
   const int* sorted;         // standard: the pair of each sorted row
   const ExpertsTile* tiles;
   const int* tile_count;
-  void* out;                 // GEMM1: h; GEMM2: o [T K, H] (standard) or y (masked)
+  void* out;                 // GEMM1: h; GEMM2: o [sorted row, H] (standard) or y (masked)
   long long tokens;          // T (masked: T_max)
 };
 
@@ -49,12 +49,13 @@ struct alignas(64) ExpertsTmaMap {
 struct ExpertsPrefillArgs {
   ExpertsTmaMap a;           // GEMM1: x' [rows, H] (masked: x [E T_max, H]); GEMM2: h [rows, I]
   ExpertsTmaMap b;           // GEMM1: w13 [E 2I, H]; GEMM2: w2 [E H, I]
+  ExpertsTmaMap c;           // out, stored through TMA in boxes of 16 rows x 64 columns
   const void* bias;
   const float* topk_weights;
   const int* sorted;
   const ExpertsTile* tiles;
   int* tile_count;           // [4]: see ExpertsMetaArgs; [2 + GEMM - 1] hands out units
-  void* out;                 // GEMM1: h; GEMM2: o (standard) or y (masked)
+  void* out;                 // GEMM1: h [rows, I]; GEMM2: o [rows, H] (standard) or y [E T_max, H] (masked)
   long long tokens;
 };
 
@@ -69,7 +70,7 @@ struct ExpertsGatherArgs {
 };
 
 struct ExpertsCombineArgs {
-  const void* o;             // [T K, H] per (token, slot)
+  const void* o;             // [sorted row, H]
   const int* position;       // [T K] -1 for invalid slots
   void* y;                   // [T, H]
   long long tokens;

@@ -7,17 +7,20 @@
 //                           applies on the input, rounded as the decode path rounds it), so that
 //                           GEMM1's A is a plain 2-D tensor TMA can load
 //   experts_prefill_kernel  <1>: gate/up = x' w13[e]^T, rounded, the activation -> h
-//                           <2>: o = h w2[e]^T (+ b2) times the router weight -> o (masked: y)
+//                           <2>: o = h w2[e]^T (+ b2) times the router weight -> o [sorted
+//                           row, H] (masked: y)
 //
 // A CTA of 384 threads: warpgroup 2's first thread issues every TMA load into a ring of kStages
 // shared-memory stages (A: 128 rows x 64 k, B: N rows x 64 k, 128-byte swizzle), full/empty
 // mbarriers between it and warpgroups 0 and 1, which take rows 0-63 and 64-127 of each tile with
 // wgmma m64nNk16 (fp32 accumulators in registers; warpgroup 1 idles on a tile of at most 64 rows)
-// and store from them. The CTAs are persistent and take units in order from a counter: unit u of
-// tile_count x (N tiles) is visited in bands of up to kBand tiles of one expert, N tile outer, so
-// that the CTAs running together share their weight tiles in L2 and their A tiles stay there. The
-// producer hands each unit to the consumers in a shared slot beside the stage of its first k
-// block; the consumers keep one k block's wgmmas in flight while issuing the next.
+// and store from them: each warp its 16 rows, 64 columns at a time, staged in shared memory and
+// stored by TMA (16-byte stores where the rows run past the tile's). The CTAs are persistent and
+// take units in order from a counter: unit u of tile_count x (N tiles) is visited in bands of up
+// to kBand tiles of one expert, N tile outer, so that the CTAs running together share their
+// weight tiles in L2 and their A tiles stay there. The producer hands each unit to the consumers
+// in a shared slot beside the stage of its first k block; the consumers keep one k block's wgmmas
+// in flight while issuing the next.
 //
 // Config (generated): experts.cuh's, plus kCols1 (h columns a GEMM1 tile: its N is 2 kCols1,
 // gate rows and up rows), kN2, kStages1, kStages2, kBand1, kBand2.
@@ -89,6 +92,13 @@ __device__ __forceinline__ void tma_load(void* dst, const ExpertsTmaMap* map, un
       : "memory");
 }
 
+/// The box of `map` at (k, row) from shared memory at src (its bulk group: cp.async.bulk.commit_group).
+__device__ __forceinline__ void tma_store(const ExpertsTmaMap* map, const void* src, int k, int row) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map), "r"(k), "r"(row),
+               "r"(smem_address(src))
+               : "memory");
+}
+
 /// A wgmma descriptor of a K-major tile of 128-byte rows, 128-byte swizzle (8-row atoms 1024 bytes apart).
 __device__ __forceinline__ unsigned long long descriptor(const void* p) {
   const unsigned long long address = smem_address(p);
@@ -150,16 +160,21 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
   return out;
 }
 
-inline constexpr int kChunk = 64;                  // output columns a warp stages at a time
-inline constexpr int kStagedRow = 2 * kChunk + 16;  // bytes a staged row takes: 8 rows on distinct banks
-inline constexpr int kWarpStaging = 16 * kStagedRow;
+inline constexpr int kChunk = 64;                     // output columns a warp stages at a time: one 128-byte swizzle row
+inline constexpr int kChunkBytes = 16 * kChunk * 2;   // a warp's 16 rows of them, 128-byte swizzled as a TMA store reads them
+inline constexpr int kWarpStaging = 2 * kChunkBytes;  // two chunks: one written while the other's store reads it
 
-/// Stores a warp's 16 rows x kCols columns through `buf` (kWarpStaging bytes of its own), 64
-/// columns at a time, as row-contiguous 16-byte stores: pair(j, half) is the packed pair of
-/// columns 8 j + 2 q, + 1 of row lane / 4 + 8 half; lane r < 16 holds row r's first output column
-/// in row_dst (0: a row past the tile's, not stored).
+/// Stores a warp's 16 rows x kCols columns at (row, col) of the output, 64 columns at a time,
+/// through its two staging chunks (1024-byte aligned): a TMA store (`map`) of a chunk 64 columns
+/// wide where all 16 rows are the tile's (`whole`), else 16-byte row stores (lane r < 16 holds
+/// row r's first output column in row_dst: 0 for a row past the tile's). pair(j, half) is the
+/// packed pair of columns 8 j + 2 q, + 1 of row lane / 4 + 8 half. Chunk c takes staging chunk
+/// c % 2 and commits one bulk group (empty where it stored without TMA), so that the group before
+/// last is the one that read it -- the last one where a tile has an odd number of chunks.
 template <class T, int kCols, class Pair>
-__device__ __forceinline__ void store_staged(unsigned char* buf, unsigned long long row_dst, int lane, Pair&& pair) {
+__device__ __forceinline__ void store_staged(unsigned char* buf, const ExpertsTmaMap* map, int row, int col, bool whole,
+                                             unsigned long long row_dst, int lane, Pair&& pair) {
+  constexpr bool kOdd = (kCols + kChunk - 1) / kChunk % 2 == 1;
   // Opaque to the compiler: the staging addresses are derived here, each tile, not hoisted out of
   // the persistent loop into registers the epilogue's math needs (GELU's erfc spilled them).
   asm volatile("" : "+l"(buf));
@@ -167,23 +182,39 @@ __device__ __forceinline__ void store_staged(unsigned char* buf, unsigned long l
 #pragma unroll
   for (int c0 = 0; c0 < kCols; c0 += kChunk) {
     const int width = min(kChunk, kCols - c0), per_row = width / 8;
+    unsigned char* chunk = buf + (c0 / kChunk % 2) * kChunkBytes;
+    if (lane == 0) {
+      if (kOdd && c0 == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      else asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+    }
+    __syncwarp();
+    // 16-byte unit j of row r at j ^ r % 8 (the 128-byte swizzle; 32 lanes on 32 banks): row g's
+    // unit 0 at `row_g`, unit j at row_g ^ 16 j (the chunk is 1024-byte aligned), row g + 8's 1024 bytes on
+    const unsigned row_g = smem_address(chunk) + g * 128 + (g << 4) + 4 * q;
 #pragma unroll
     for (int j = 0; j < kChunk / 8; ++j) {
       if (j >= per_row) break;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        *reinterpret_cast<unsigned*>(buf + (g + 8 * half) * kStagedRow + (8 * j + 2 * q) * 2) = pair(c0 / 8 + j, half);
+        asm volatile("st.shared.b32 [%0], %1;" ::"r"((row_g + 1024 * half) ^ (j << 4)), "r"(pair(c0 / 8 + j, half)) : "memory");
       }
     }
-    __syncwarp();
-    for (int base = 0; base < 16 * per_row; base += 32) {
-      const int v = base + lane, r = v < 16 * per_row ? v / per_row : 0, c16 = v - r * per_row;
-      const unsigned long long dst = __shfl_sync(0xffffffffu, row_dst, r);
-      if (v < 16 * per_row && dst) {
-        *reinterpret_cast<uint4*>(reinterpret_cast<T*>(dst) + c0 + 8 * c16) = *reinterpret_cast<const uint4*>(buf + r * kStagedRow + 16 * c16);
+    if (whole && width == kChunk) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the writes, to the TMA unit
+      __syncwarp();
+      if (lane == 0) tma_store(map, chunk, col + c0, row);
+    } else {
+      __syncwarp();
+      for (int base = 0; base < 16 * per_row; base += 32) {
+        const int v = base + lane, r = v < 16 * per_row ? v / per_row : 0, c16 = v - r * per_row;
+        const unsigned long long dst = __shfl_sync(0xffffffffu, row_dst, r);
+        if (v < 16 * per_row && dst) {
+          *reinterpret_cast<uint4*>(reinterpret_cast<T*>(dst) + c0 + 8 * c16) =
+              *reinterpret_cast<const uint4*>(chunk + r * 128 + (((c16 ^ r) & 7) << 4));
+        }
       }
     }
-    __syncwarp();
+    if (lane == 0) asm volatile("cp.async.bulk.commit_group;" ::: "memory");
   }
 }
 
@@ -196,10 +227,10 @@ __device__ __forceinline__ void store_h(const ExpertsPrefillArgs& a, const Exper
   const T* bias = C::kBias ? static_cast<const T*>(a.bias) + static_cast<long long>(tile.expert) * 2 * C::kI : nullptr;
   if constexpr (!C::kInterleaved) {
     // accumulator columns c and kCols1 + c: gate and up of h column c
-    const int lane = static_cast<int>(threadIdx.x) % 32, r = row0 - lane / 4 + lane;  // lane < 16: row r of the warp's 16
+    const int lane = static_cast<int>(threadIdx.x) % 32, base = row0 - lane / 4, r = base + lane;  // lane < 16: row r of the warp's 16
     const unsigned long long dst =
         lane < 16 && r < tile.rows ? reinterpret_cast<unsigned long long>(h + static_cast<long long>(tile.row + r) * C::kI + n * C::kCols1) : 0;
-    store_staged<T, C::kCols1>(staging, dst, lane, [&](int j, int half) {
+    store_staged<T, C::kCols1>(staging, &a.c, tile.row + base, n * C::kCols1, base + 16 <= tile.rows, dst, lane, [&](int j, int half) {
       float v[2];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -242,21 +273,17 @@ __device__ __forceinline__ void store_o(const ExpertsPrefillArgs& a, const Exper
   T* o = static_cast<T*>(a.out);
   const T* bias = C::kBias ? static_cast<const T*>(a.bias) + static_cast<long long>(tile.expert) * C::kH + n * C::kN2 : nullptr;
   const int lane = static_cast<int>(threadIdx.x) % 32, base = row0 - lane / 4;
-  // The output row of sorted row `r` of the tile (the pair's, standard; the row, masked).
-  const auto out_row = [&](int r) -> long long {
-    if constexpr (C::kMasked) return tile.row + r;
-    else return a.sorted[tile.row + r];
-  };
+  // o's rows are in sorted order (the combine finds a pair's through position), y's are the tile's.
   unsigned long long dst = 0;  // lane < 16: row base + lane's first output column
-  if (lane < 16 && base + lane < tile.rows) dst = reinterpret_cast<unsigned long long>(o + out_row(base + lane) * C::kH + n * C::kN2);
+  if (lane < 16 && base + lane < tile.rows) dst = reinterpret_cast<unsigned long long>(o + static_cast<long long>(tile.row + base + lane) * C::kH + n * C::kN2);
   float weight[2] = {1.0f, 1.0f};  // of rows row0 and row0 + 8
   if constexpr (!C::kMasked && !C::kWeightOnInput) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      if (row0 + 8 * half < tile.rows) weight[half] = a.topk_weights[out_row(row0 + 8 * half)];
+      if (row0 + 8 * half < tile.rows) weight[half] = a.topk_weights[a.sorted[tile.row + row0 + 8 * half]];
     }
   }
-  store_staged<T, C::kN2>(staging, dst, lane, [&](int j, int half) {
+  store_staged<T, C::kN2>(staging, &a.c, tile.row + base, n * C::kN2, base + 16 <= tile.rows, dst, lane, [&](int j, int half) {
     float v[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -386,13 +413,13 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
   extern __shared__ unsigned char smem_raw[];
   // The swizzle atoms must sit on 1024-byte boundaries of the shared window.
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
-  auto* full = reinterpret_cast<unsigned long long*>(smem + S::kStages * S::kStageBytes);
+  // After the ring: each consumer warp's epilogue staging (on swizzle atoms, as the ring's stages)
+  unsigned char* staging = smem + S::kStages * S::kStageBytes;
+  auto* full = reinterpret_cast<unsigned long long*>(staging + 8 * kWarpStaging);
   auto* empty = full + S::kStages;
   // The unit whose first k block a stage holds: the producer's hand-off to the consumers.
   auto* slot = reinterpret_cast<Unit*>(empty + S::kStages);
   static_assert(sizeof(Unit) == 20);
-  // Each consumer warp's epilogue staging, after the slots (16-byte aligned).
-  unsigned char* staging = reinterpret_cast<unsigned char*>(full) + 16 * S::kStages + 32 * S::kStages;
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
@@ -491,6 +518,8 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
         store_o<C>(a, w.tile, w.n, acc, row0, q, mine);
       }
     }
+    // The TMA stores done before the CTA (and its staging) goes.
+    if (lane == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   }
   launch_dependents();
 }

@@ -35,9 +35,10 @@ struct ExpertsPrefillTiling {
 ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch) noexcept;
 inline constexpr int kExpertsPrefillRows = 128;
 inline constexpr int kExpertsPrefillThreads = 384;
-/// The consumer warps' epilogue staging: 8 warps x 16 rows x (64 columns + 8 of padding), 2 bytes
+inline constexpr int kExpertsPrefillStoreRows = 16;  ///< rows a TMA store of the epilogue writes (a warp's)
+/// The consumer warps' epilogue staging: 8 warps x two chunks of 16 rows x 64 columns, 2 bytes
 /// each (experts_prefill.cuh's kWarpStaging).
-inline constexpr int kExpertsPrefillStaging = 8 * 16 * (2 * 64 + 16);
+inline constexpr int kExpertsPrefillStaging = 8 * 2 * 16 * 64 * 2;
 inline constexpr int kExpertsGatherThreads = 256;
 
 /// Tile rows of the two compiled GEMM sizes; a call takes the small one while the rows an
