@@ -188,8 +188,8 @@ __device__ __forceinline__ void store_staged(unsigned char* buf, const ExpertsTm
       else asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
     }
     __syncwarp();
-    // 16-byte unit j of row r at j ^ r % 8 (the 128-byte swizzle; 32 lanes on 32 banks): row g's
-    // unit 0 at `row_g`, unit j at row_g ^ 16 j (the chunk is 1024-byte aligned), row g + 8's 1024 bytes on
+    // The 128-byte swizzle: 16-byte unit j of row r at unit j ^ r % 8 (32 lanes on 32 banks). The
+    // chunk being 1024-byte aligned, row g's unit j is at row_g ^ 16 j, row g + 8's 1024 bytes on.
     const unsigned row_g = smem_address(chunk) + g * 128 + (g << 4) + 4 * q;
 #pragma unroll
     for (int j = 0; j < kChunk / 8; ++j) {
