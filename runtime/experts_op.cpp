@@ -66,6 +66,13 @@ int tensor_index(const std::vector<TensorDecl>& tensors, std::string_view name) 
   return -1;
 }
 
+// A TMA descriptor of a caller's tensor, with what it was encoded for.
+struct CachedMap {
+  const void* base = nullptr;
+  std::int64_t rows = 0;
+  ExpertsTmaMap map{};
+};
+
 class ExpertsOp final : public Op {
  public:
   ExpertsOp(Context& context, std::shared_ptr<const ExpertsSpec> spec)
@@ -153,16 +160,21 @@ class ExpertsOp final : public Op {
     return rows_per_expert(tokens, hints) >= crossover_;
   }
 
-  // The weights' TMA descriptors, encoded again only when the call's weights moved.
-  const ExpertsTmaMap& weight_map(int gemm, const void* w) const {
-    auto& cached = weight_maps_[gemm];
-    if (cached.base != w) {
-      const std::int64_t e = spec_.num_experts, h = spec_.hidden, i = spec_.intermediate;
-      const int box1 = spec_.activation.interleaved ? 2 * prefill_.cols1 : prefill_.cols1;
-      cached.map = gemm == 0 ? tma_map(driver_, w, h, e * 2 * i, box1, spec_.dtype) : tma_map(driver_, w, i, e * h, prefill_.n2, spec_.dtype);
-      cached.base = w;
+  // A caller's tensor's TMA descriptor, encoded again only when the tensor moved or its rows changed.
+  const ExpertsTmaMap& cached_map(CachedMap& slot, const void* base, std::int64_t k, std::int64_t rows, int box_rows) const {
+    if (slot.base != base || slot.rows != rows) {
+      slot.map = tma_map(driver_, base, k, rows, box_rows, spec_.dtype);
+      slot.base = base;
+      slot.rows = rows;
     }
-    return cached.map;
+    return slot.map;
+  }
+
+  // The weights' TMA descriptors.
+  const ExpertsTmaMap& weight_map(int gemm, const void* w) const {
+    const std::int64_t e = spec_.num_experts, h = spec_.hidden, i = spec_.intermediate;
+    const int box1 = spec_.activation.interleaved ? 2 * prefill_.cols1 : prefill_.cols1;
+    return gemm == 0 ? cached_map(maps_.w13, w, h, e * 2 * i, box1) : cached_map(maps_.w2, w, i, e * h, prefill_.n2);
   }
 
   // The metadata's arguments, for GEMM tiles of n rows: its work list and sort stay in the workspace.
@@ -210,7 +222,7 @@ class ExpertsOp final : public Op {
     const auto* weights = static_cast<const float*>(at(b, weights_));
     ExpertsPrefillArgs g1{};
     if (spec_.masked()) {
-      g1.a = tma_map(driver_, at(b, x_), spec_.hidden, spec_.num_experts * tokens, n, spec_.dtype);
+      g1.a = cached_map(maps_.x, at(b, x_), spec_.hidden, spec_.num_experts * tokens, n);
     } else {
       const std::int64_t vectors = rows_for(tokens) * (spec_.hidden / 8);
       const auto grid = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(vectors, kExpertsGatherThreads), 16LL * sm_count_));
@@ -238,7 +250,7 @@ class ExpertsOp final : public Op {
     g2.b = weight_map(1, at(b, w2_));
     g2.bias = at(b, b2_);
     g2.out = spec_.masked() ? b[static_cast<std::size_t>(y_)].ptr : o_.ptr();
-    g2.c = spec_.masked() ? tma_map(driver_, g2.out, spec_.hidden, spec_.num_experts * tokens, kExpertsPrefillStoreRows, spec_.dtype) : c2_;
+    g2.c = spec_.masked() ? cached_map(maps_.y, g2.out, spec_.hidden, spec_.num_experts * tokens, kExpertsPrefillStoreRows) : c2_;
     prefill_gemm_[1]->launch(persistent(spec_.hidden / prefill_.n2), g2, stream, true);
     if (!spec_.masked()) combine(b, tokens, position, stream);
   }
@@ -312,11 +324,10 @@ class ExpertsOp final : public Op {
   std::shared_ptr<const Kernel> sort_[3];  ///< count, scan, rank (prefill, standard layout)
   ExpertsTmaMap a1_{}, a2_{};  ///< x' (in o) and h: workspace, fixed at load
   ExpertsTmaMap c1_{}, c2_{};  ///< h and o (standard), as the epilogues store them
-  struct WeightMap {
-    const void* base = nullptr;
-    ExpertsTmaMap map{};
-  };
-  mutable WeightMap weight_maps_[2];  ///< w13's and w2's, for the weights the last call passed
+  /// The descriptors of the tensors the last prefill call passed: the weights, and masked x and y.
+  mutable struct {
+    CachedMap w13, w2, x, y;
+  } maps_;
   int x_ = -1, ids_ = -1, weights_ = -1, counts_ = -1, w13_ = -1, w2_ = -1, b13_ = -1, b2_ = -1, map_ = -1, y_ = -1;
   DeviceBuffer sorted_, position_, tiles_, tile_count_, h_, o_, block_counts_;
 };
