@@ -224,9 +224,9 @@ class ExpertsOp final : public Op {
     if (spec_.masked()) {
       g1.a = cached_map(maps_.x, at(b, x_), spec_.hidden, spec_.num_experts * tokens, n);
     } else {
-      const std::int64_t vectors = rows_for(tokens) * (spec_.hidden / 8);
+      const std::int64_t vectors = tokens * (spec_.hidden / 8);
       const auto grid = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(vectors, kExpertsGatherThreads), 16LL * sm_count_));
-      const ExpertsGatherArgs gather{at(b, x_), weights, sorted, count, o_.ptr()};
+      const ExpertsGatherArgs gather{at(b, x_), weights, position, o_.ptr(), tokens};
       gather_->launch({grid, 1, 1}, gather, stream, true);
       g1.a = a1_;
     }

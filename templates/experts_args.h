@@ -62,11 +62,11 @@ struct ExpertsPrefillArgs {
 /// x' [rows, H]: x's row of each sorted (token, slot) pair, times its router weight where the
 /// weight applies on the input; the prefill GEMM1 reads it through TMA.
 struct ExpertsGatherArgs {
-  const void* x;
+  const void* x;             // [T, H]
   const float* topk_weights;
-  const int* sorted;
-  const int* tile_count;     // [1]: the valid rows
-  void* out;
+  const int* position;       // [T K] each pair's sorted row, -1 for invalid slots
+  void* out;                 // x' [sorted row, H]
+  long long tokens;
 };
 
 struct ExpertsCombineArgs {

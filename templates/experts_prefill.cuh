@@ -5,7 +5,8 @@
 //
 //   experts_gather_kernel   x' [sorted row, H] = x[token] (times the router weight where it
 //                           applies on the input, rounded as the decode path rounds it), so that
-//                           GEMM1's A is a plain 2-D tensor TMA can load
+//                           GEMM1's A is a plain 2-D tensor TMA can load; token-major, through
+//                           each pair's position
 //   experts_prefill_kernel  <1>: gate/up = x' w13[e]^T, rounded, the activation -> h
 //                           <2>: o = h w2[e]^T (+ b2) times the router weight -> o [sorted
 //                           row, H] (masked: y)
@@ -381,25 +382,32 @@ __global__ void __launch_bounds__(experts::kMetaThreads) experts_rank_kernel(Exp
   rank_pairs<C>(a, begin, min(pairs, begin + a.sort_chunk), next);
 }
 
-/// x' for the prefill GEMM1 (standard layout): a thread a 16-byte vector, grid-strided.
+/// x' for the prefill GEMM1 (standard layout): a thread a 16-byte vector of a token's x, read
+/// once and written to each of its valid slots' sorted rows (token-major: x is read from HBM once,
+/// not K times), grid-strided.
 template <class C>
 __global__ void __launch_bounds__(prefill::kGatherThreads) experts_gather_kernel(ExpertsGatherArgs a) {
   static_assert(experts::Checks<C>::ok);
   using T = typename C::T;
   constexpr int kVectors = C::kH / 8;
   dependent_launch_prologue();
-  const long long total = static_cast<long long>(a.tile_count[1]) * kVectors;
+  const long long total = a.tokens * kVectors;
   for (long long v = static_cast<long long>(blockIdx.x) * prefill::kGatherThreads + threadIdx.x; v < total;
        v += static_cast<long long>(gridDim.x) * prefill::kGatherThreads) {
-    const long long row = v / kVectors, c = (v - row * kVectors) * 8;
-    const int pair = a.sorted[row];
-    uint4 x = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.x) + static_cast<long long>(pair / C::kK) * C::kH + c);
-    if constexpr (C::kWeightOnInput) {
-      const float w = a.topk_weights[pair];
-      x.x = wstream::scale_pair<T>(x.x, w), x.y = wstream::scale_pair<T>(x.y, w);
-      x.z = wstream::scale_pair<T>(x.z, w), x.w = wstream::scale_pair<T>(x.w, w);
+    const long long t = v / kVectors, c = (v - t * kVectors) * 8;
+    const uint4 x = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.x) + t * C::kH + c);
+#pragma unroll 4
+    for (int k = 0; k < C::kK; ++k) {
+      const long long row = a.position[t * C::kK + k];
+      if (row < 0) continue;
+      uint4 y = x;
+      if constexpr (C::kWeightOnInput) {
+        const float w = a.topk_weights[t * C::kK + k];
+        y.x = wstream::scale_pair<T>(y.x, w), y.y = wstream::scale_pair<T>(y.y, w);
+        y.z = wstream::scale_pair<T>(y.z, w), y.w = wstream::scale_pair<T>(y.w, w);
+      }
+      *reinterpret_cast<uint4*>(static_cast<T*>(a.out) + row * C::kH + c) = y;
     }
-    *reinterpret_cast<uint4*>(static_cast<T*>(a.out) + row * C::kH + c) = x;
   }
 }
 
