@@ -10,6 +10,7 @@
 #include "device.hpp"
 #include "kernel.hpp"
 #include "op_loader.hpp"
+#include "tma.hpp"
 #include "templates/experts_args.h"
 
 #include <nlohmann/json.hpp>
@@ -40,24 +41,6 @@ std::int64_t prefill_crossover(const ExpertsSpec& s) {
   return data.at("default_crossover_rows").get<std::int64_t>();
 }
 
-// A TMA descriptor of a row-major [rows, k] tensor of 16-bit elements: boxes of 64 k (128 bytes,
-// swizzled 128 B, as wgmma's descriptors read them) x box_rows.
-ExpertsTmaMap tma_map(const Driver& driver, const void* base, std::int64_t k, std::int64_t rows, int box_rows, DType dtype) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const auto type = dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  MOEJIT_CU(driver, cuTensorMapEncodeTiled(&map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides,
-                                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  ExpertsTmaMap out;
-  static_assert(sizeof(out) == sizeof(map));
-  std::memcpy(&out, &map, sizeof map);
-  return out;
-}
-
 // The index of the tensor called `name` in the op's launch order, or -1.
 int tensor_index(const std::vector<TensorDecl>& tensors, std::string_view name) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -70,7 +53,7 @@ int tensor_index(const std::vector<TensorDecl>& tensors, std::string_view name) 
 struct CachedMap {
   const void* base = nullptr;
   std::int64_t rows = 0;
-  ExpertsTmaMap map{};
+  TmaMap map{};
 };
 
 class ExpertsOp final : public Op {
@@ -161,7 +144,7 @@ class ExpertsOp final : public Op {
   }
 
   // A caller's tensor's TMA descriptor, encoded again only when the tensor moved or its rows changed.
-  const ExpertsTmaMap& cached_map(CachedMap& slot, const void* base, std::int64_t k, std::int64_t rows, int box_rows) const {
+  const TmaMap& cached_map(CachedMap& slot, const void* base, std::int64_t k, std::int64_t rows, int box_rows) const {
     if (slot.base != base || slot.rows != rows) {
       slot.map = tma_map(driver_, base, k, rows, box_rows, spec_.dtype);
       slot.base = base;
@@ -171,7 +154,7 @@ class ExpertsOp final : public Op {
   }
 
   // The weights' TMA descriptors.
-  const ExpertsTmaMap& weight_map(int gemm, const void* w) const {
+  const TmaMap& weight_map(int gemm, const void* w) const {
     const std::int64_t e = spec_.num_experts, h = spec_.hidden, i = spec_.intermediate;
     const int box1 = spec_.activation.interleaved ? 2 * prefill_.cols1 : prefill_.cols1;
     return gemm == 0 ? cached_map(maps_.w13, w, h, e * 2 * i, box1) : cached_map(maps_.w2, w, i, e * h, prefill_.n2);
@@ -322,8 +305,8 @@ class ExpertsOp final : public Op {
   std::shared_ptr<const Kernel> gemm1_[2], gemm2_[2];  ///< small tiles, large tiles
   std::shared_ptr<const Kernel> prefill_gemm_[2];
   std::shared_ptr<const Kernel> sort_[3];  ///< count, scan, rank (prefill, standard layout)
-  ExpertsTmaMap a1_{}, a2_{};  ///< x' (in o) and h: workspace, fixed at load
-  ExpertsTmaMap c1_{}, c2_{};  ///< h and o (standard), as the epilogues store them
+  TmaMap a1_{}, a2_{};  ///< x' (in o) and h: workspace, fixed at load
+  TmaMap c1_{}, c2_{};  ///< h and o (standard), as the epilogues store them
   /// The descriptors of the tensors the last prefill call passed: the weights, and masked x and y.
   mutable struct {
     CachedMap w13, w2, x, y;

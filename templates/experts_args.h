@@ -2,6 +2,8 @@
 // The experts kernels' arguments, shared by the host launcher (runtime/experts_op.cpp) and the
 // template: plain data only, so both compilers lay them out alike.
 
+#include "tma_map.h"
+
 namespace moejit {
 
 /// One unit of GEMM work: up to the GEMM's tile rows of one expert, rows [row, row + rows) of
@@ -40,16 +42,12 @@ struct ExpertsGemmArgs {
   long long tokens;          // T (masked: T_max)
 };
 
-/// A CUtensorMap (TMA descriptor), encoded on the host (cuTensorMapEncodeTiled).
-struct alignas(64) ExpertsTmaMap {
-  unsigned long long opaque[16];
-};
 
 /// The prefill GEMMs (experts_prefill.cuh): A and B through TMA, the rest as ExpertsGemmArgs.
 struct ExpertsPrefillArgs {
-  ExpertsTmaMap a;           // GEMM1: x' [rows, H] (masked: x [E T_max, H]); GEMM2: h [rows, I]
-  ExpertsTmaMap b;           // GEMM1: w13 [E 2I, H]; GEMM2: w2 [E H, I]
-  ExpertsTmaMap c;           // out, stored through TMA in boxes of 16 rows x 64 columns
+  TmaMap a;           // GEMM1: x' [rows, H] (masked: x [E T_max, H]); GEMM2: h [rows, I]
+  TmaMap b;           // GEMM1: w13 [E 2I, H]; GEMM2: w2 [E H, I]
+  TmaMap c;           // out, stored through TMA in boxes of 16 rows x 64 columns
   const void* bias;
   const float* topk_weights;
   const int* sorted;

@@ -27,10 +27,13 @@
 // gate rows and up rows), kN2, kStages1, kStages2, kBand1, kBand2.
 
 #include "experts.cuh"
+#include "sm90.cuh"
 #include "wgmma.cuh"
 
 namespace moejit {
 namespace prefill {
+
+using namespace sm90;
 
 inline constexpr int kBM = 128;  // tile rows (tokens): two warpgroups of 64
 inline constexpr int kBK = 64;   // k a stage holds: one 128-byte swizzle row of 16-bit elements
@@ -53,80 +56,6 @@ struct Shape {
   static_assert(kGemm == 2 || C::kCols1 % 8 == 0, "gate and up columns in whole n8 blocks");
   static_assert(kStageBytes % 1024 == 0, "stages on 1024-byte swizzle atoms");
 };
-
-__device__ __forceinline__ unsigned smem_address(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void barrier_init(unsigned long long* b, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void barrier_expect(unsigned long long* b, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void barrier_arrive(unsigned long long* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(b)) : "memory");
-}
-/// barrier_arrive from the lanes where `lane` is 0, predicated rather than branched on, so that
-/// the wgmmas in flight around it stay pipelined (ptxas serializes them around divergent code).
-__device__ __forceinline__ void barrier_arrive_lane0(unsigned long long* b, int lane) {
-  asm volatile(
-      "{\n.reg .pred first;\nsetp.eq.s32 first, %1, 0;\n"
-      "@first mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(smem_address(b)),
-      "r"(lane)
-      : "memory");
-}
-/// Blocks until the barrier's phase of this parity has completed.
-__device__ __forceinline__ void barrier_wait(unsigned long long* b, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(smem_address(b)),
-      "r"(parity)
-      : "memory");
-}
-
-/// The box of `map` at (k, row) into shared memory at dst; completes bytes on `bar`.
-__device__ __forceinline__ void tma_load(void* dst, const ExpertsTmaMap* map, unsigned long long* bar, int k, int row) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::"
-      "bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(smem_address(dst)),
-      "l"(map), "r"(smem_address(bar)), "r"(k), "r"(row)
-      : "memory");
-}
-
-/// The box of `map` at (k, row) from shared memory at src (its bulk group: cp.async.bulk.commit_group).
-__device__ __forceinline__ void tma_store(const ExpertsTmaMap* map, const void* src, int k, int row) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map), "r"(k), "r"(row),
-               "r"(smem_address(src))
-               : "memory");
-}
-
-/// A wgmma descriptor of a K-major tile of 128-byte rows, 128-byte swizzle (8-row atoms 1024 bytes apart).
-__device__ __forceinline__ unsigned long long descriptor(const void* p) {
-  const unsigned long long address = smem_address(p);
-  return ((address & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
-}
-/// Keeps the compiler from moving reads or writes of the accumulators across a wgmma fence or wait.
-template <int R>
-__device__ __forceinline__ void pin(float (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-template <int R>
-__device__ __forceinline__ void registers_down() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
-}
-template <int R>
-__device__ __forceinline__ void registers_up() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
-}
 
 /// A unit of work: N tile `n` of tile `tile` (its copy: expert, first row, rows).
 struct Unit {
@@ -173,7 +102,7 @@ inline constexpr int kWarpStaging = 2 * kChunkBytes;  // two chunks: one written
 /// c % 2 and commits one bulk group (empty where it stored without TMA), so that the group before
 /// last is the one that read it -- the last one where a tile has an odd number of chunks.
 template <class T, int kCols, class Pair>
-__device__ __forceinline__ void store_staged(unsigned char* buf, const ExpertsTmaMap* map, int row, int col, bool whole,
+__device__ __forceinline__ void store_staged(unsigned char* buf, const TmaMap* map, int row, int col, bool whole,
                                              unsigned long long row_dst, int lane, Pair&& pair) {
   constexpr bool kOdd = (kCols + kChunk - 1) / kChunk % 2 == 1;
   // Opaque to the compiler: the staging addresses are derived here, each tile, not hoisted out of
