@@ -18,7 +18,7 @@ import sys
 import common
 
 H, L, EPS = 7168, 3584, 1e-5
-TOKENS = [1, 4, 16, 64]
+TOKENS = [1, 4, 9, 16, 24, 32, 48, 64]  # both sides of each up-projection tile (8, 16, 32, 64 tokens)
 PATHS = ["fused", "base", "base-striped"]
 HEADERS = ["tp", "T", "fused us", "x floor", "base us", "x floor", "base striped us", "x floor", "torch us", "fused / base"]
 

@@ -247,7 +247,7 @@ class LatentTail(unittest.TestCase):
     def test_args(self):
         a = bench_latent_tail.parse_args(["--tp", "2,4"])
         self.assertEqual(a.tp, [2, 4])
-        self.assertEqual(a.tokens, [1, 4, 16, 64])
+        self.assertEqual(a.tokens, [1, 4, 9, 16, 24, 32, 48, 64])
 
 
 class Layer(unittest.TestCase):

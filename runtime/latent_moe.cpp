@@ -8,6 +8,7 @@
 #include "kernel.hpp"
 #include "latent_tail_choice.hpp"
 #include "op_loader.hpp"
+#include "tma.hpp"
 #include "templates/latent_tail_args.h"
 
 #include <fmt/format.h>
@@ -75,6 +76,14 @@ struct LatentMoE::Impl {
   int rank = 0;
   std::shared_ptr<const Kernel> norm_kernel;                                     ///< every tp
   std::array<std::shared_ptr<const Kernel>, detail::kTailUpProj.size()> upproj_kernels;  ///< every tp, by token tile
+  /// sm_90a's tensor-core up projection by token tile, where the contract has it (calls of more
+  /// than 8 tokens), with z's TMA descriptors (fixed at load) and W's (of the last call's W).
+  std::array<std::shared_ptr<const Kernel>, detail::kTailUpProjTc.size()> upproj_tc;
+  std::array<TmaMap, detail::kTailUpProjTc.size()> z_maps{};
+  mutable struct {
+    const void* base = nullptr;
+    TmaMap map{};
+  } w_map;
   detail::TailTiling tiling;
   std::shared_ptr<const Kernel> exchange_kernel, gather_kernel, permute_kernel;  ///< tp > 1
   std::int64_t max_tokens = 0;
@@ -241,10 +250,9 @@ struct LatentMoE::Impl {
   };
 
   // The smallest token tile that holds the call (past 64 tokens, tiles of 64), launched with
-  // PDL: W streams in while the kernel that writes z (norm or exchange) still runs.
+  // PDL: W streams in while the kernel that writes z (norm or exchange) still runs. Past 8 tokens
+  // the tensor-core kernel where the contract has it.
   void upproj(const UpTarget& u, const void* w, std::int64_t tokens, CUstream stream) const {
-    std::size_t size = 0;
-    while (size + 1 < detail::kTailUpProjTokens.size() && tokens > detail::kTailUpProjTokens[size]) ++size;
     TailUpArgs a{};
     a.peers = peers;
     a.z = latent_norm.ptr();
@@ -259,7 +267,23 @@ struct LatentMoE::Impl {
     a.row0 = u.row0;
     a.rows = u.rows;
     a.ranks = u.ranks;
-    a.prefetch_bytes = prefetch_bytes(u.rows);
+    if (upproj_tc[0] && tokens > detail::kTailUpProjTokens[0]) {
+      std::size_t size = 0;
+      while (size + 1 < detail::kTailUpProjTcTokens.size() && tokens > detail::kTailUpProjTcTokens[size]) ++size;
+      if (w_map.base != w) {
+        w_map.map = detail::tma_map(drv, w, spec.latent, spec.hidden, kTailTcRows, DType::bf16);
+        w_map.base = w;
+      }
+      a.prefetch_bytes = prefetch_bytes(u.rows, kTailTcSplit);
+      const TailUpTcArgs tc{w_map.map, z_maps[size], a};
+      const detail::Dim3 grid{static_cast<unsigned>(ceil_div(tokens, detail::kTailUpProjTcTokens[size])),
+                              static_cast<unsigned>(u.rows / kTailTcRows), 1};
+      upproj_tc[size]->launch(grid, tc, stream, /*pdl=*/true);
+      return;
+    }
+    std::size_t size = 0;
+    while (size + 1 < detail::kTailUpProjTokens.size() && tokens > detail::kTailUpProjTokens[size]) ++size;
+    a.prefetch_bytes = prefetch_bytes(u.rows, tiling.split);
     const detail::Dim3 grid{static_cast<unsigned>(ceil_div(tokens, detail::kTailUpProjTokens[size])),
                             static_cast<unsigned>(u.rows / (16 * tiling.groups)), 1};
     upproj_kernels[size]->launch(grid, a, stream, /*pdl=*/true);
@@ -268,8 +292,8 @@ struct LatentMoE::Impl {
   // How far ahead of its loads each warp of the up projection asks its W rows into L2: first
   // while the kernel before it runs (the HBM is idle then), then as it streams; a quarter of the
   // L2 in all, so that nothing is evicted before it is read.
-  int prefetch_bytes(int rows) const noexcept {
-    const auto ranges = static_cast<std::int64_t>(rows) * tiling.split;
+  int prefetch_bytes(int rows, int split) const noexcept {
+    const auto ranges = static_cast<std::int64_t>(rows) * split;
     return static_cast<int>(static_cast<std::int64_t>(ctx.device().l2_bytes) / 4 / ranges / 64 * 64);
   }
 
@@ -404,12 +428,22 @@ LatentMoE::LatentMoE(Context& context, std::shared_ptr<const OpSpec> op, Communi
   for (std::size_t i = 0; i < m.upproj_kernels.size(); ++i) {
     m.upproj_kernels[i] = load(detail::kTailUpProj[i], static_cast<unsigned>(32 * m.tiling.groups * m.tiling.split), 0);
   }
+  if (detail::latent_tail_tc(*spec, context.device().arch)) {
+    for (std::size_t i = 0; i < m.upproj_tc.size(); ++i) {
+      m.upproj_tc[i] = load(detail::kTailUpProjTc[i], kTailTcThreads, static_cast<unsigned>(tail_tc_shared_bytes(detail::kTailUpProjTcTokens[i])));
+    }
+  }
   if (spec->tp_size > 1) {
     m.exchange_kernel = load(detail::kTailExchange, 256, 0);
     m.gather_kernel = load(detail::kTailGather, 256, 0);
     m.permute_kernel = load(detail::kTailPermute, 256, 0);
   }
   m.allocate();
+  if (m.upproj_tc[0]) {
+    for (std::size_t i = 0; i < m.z_maps.size(); ++i) {
+      m.z_maps[i] = detail::tma_map(m.drv, m.latent_norm.ptr(), spec->latent, m.max_tokens, detail::kTailUpProjTcTokens[i], DType::bf16);
+    }
+  }
   if (spec->fused_possible()) m.setup_peers();
   m.load_measurements();
   detail::check_cu(m.drv, m.drv.cuCtxSynchronize(), "cuCtxSynchronize (end of LatentMoE setup)");

@@ -15,6 +15,9 @@
 //                         fp32 sum, one rounding; writes out directly (base) or pushes the slice
 //                         to every rank (fused). W's first blocks are loaded (and the next asked
 //                         into L2) before it waits for the kernel that writes z
+//   tail_upproj_tc_kernel sm_90a, tp 1, more than 8 tokens: the same product and epilogue on the
+//                         tensor cores (TMA + mbarrier rings, wgmma m64 x 16/32/64 tokens), z read
+//                         once a warpgroup instead of once a warp
 //   tail_gather_kernel    fused path: assembles [T, H] from the pushed slices
 //   tail_permute_kernel   striped base path: [tp, T, H/tp] slices -> [T, H]
 // Peer slots are empty while they hold -0.0; senders turn -0.0 into +0.0. Every spin is
@@ -26,6 +29,8 @@
 
 #include "common.cuh"
 #include "latent_tail_args.h"
+#include "sm90.cuh"
+#include "wgmma.cuh"
 #include "weight_stream.cuh"
 
 namespace moejit {
@@ -379,56 +384,24 @@ __device__ __forceinline__ void store8(bf16* p, uint4 x) {
 
 }  // namespace tail
 
-// Block: kGroups warps of 16 W rows x kSplit warps splitting L, over 8 kNB tokens (blockIdx.x)
-// and 16 kGroups rows of the slice (blockIdx.y). Each warp leaves its partial sums in shared
-// memory as a [token][row] tile; then every thread takes 8 rows of one token: the splits' sums
-// in split order, + S, one rounding, one 16-byte store (or one a peer).
-template <class C, int kNB>
-__global__ void __launch_bounds__(32 * C::kGroups * C::kSplit) tail_upproj_kernel(TailUpArgs a) {
+/// The up projection's epilogue over a CTA's partial sums: s_tile holds kSplit x kGroups [token]
+/// [16 rows] tiles (rows padded to kTileStride floats) of tokens [t0, t0 + kTokens) and the slice's
+/// rows [col0, col0 + 16 kGroups). Every thread takes 8 rows of one token: the splits' sums in
+/// split order, + S, one rounding, one 16-byte store (or one a peer).
+template <class C, int kSplit, int kGroups, int kTokens>
+__device__ __forceinline__ void upproj_epilogue(const TailUpArgs& a, const float* s_tile, long long t0, int col0) {
   using namespace tail;
   using L = Layout<C>;
-  static_assert(TailChecks<C>::ok);
-  constexpr int kGroups = C::kGroups, kSplit = C::kSplit, kTokens = 8 * kNB;
-  constexpr int kBlocks = C::kL / kBlockK / kSplit;
-  constexpr int kTile = kTokens * kTileStride;  // floats of one warp's tile
-  __shared__ __align__(16) float s_tile[kSplit * kGroups * kTile];
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int group = warp % kGroups, split = warp / kGroups, g = lane / 4, q = lane % 4;
-  const long long t0 = static_cast<long long>(blockIdx.x) * kTokens;
-  const int col0 = static_cast<int>(blockIdx.y) * 16 * kGroups;  // the CTA's first row, in the slice
-  const long long k_offset = static_cast<long long>(split) * kBlocks * kBlockK + 8 * q;
-  const bf16* w = static_cast<const bf16*>(a.w) + static_cast<long long>(a.row0 + col0 + 16 * group + g) * C::kL + k_offset;
-  const bf16* z = static_cast<const bf16*>(a.z);
-  const char* b[kNB];
-#pragma unroll
-  for (int j = 0; j < kNB; ++j) {
-    const long long t = t0 + 8 * j + g;  // past the tokens: the tile's first, never stored
-    b[j] = reinterpret_cast<const char*>(z + (t < a.tokens ? t : t0) * C::kL + k_offset);
-  }
-  // Only the first token tile asks W into L2: the others (next in the grid) find it there.
-  float acc[kNB][4] = {};
-  stream_upproj<kNB, kBlocks>(reinterpret_cast<const char*>(w), reinterpret_cast<const char*>(w + 8LL * C::kL), b, q == 0,
-                              blockIdx.x == 0 ? a.prefetch_bytes : 0, acc);
-  launch_dependents();
-
-  float* tile = s_tile + (split * kGroups + group) * kTile;
-#pragma unroll
-  for (int j = 0; j < kNB; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) tile[(8 * j + 2 * q + i % 2) * kTileStride + g + 8 * (i / 2)] = acc[j][i];
-  }
-  __syncthreads();
-
   const int phase = a.out ? 0 : *a.phase;
   constexpr int kChunks = 2 * kGroups * kTokens;  // (token, group, half): 8 rows each
-  for (int c = static_cast<int>(threadIdx.x); c < kChunks; c += 32 * kGroups * kSplit) {
+  for (int c = static_cast<int>(threadIdx.x); c < kChunks; c += static_cast<int>(blockDim.x)) {
     const int half = c % 2, grp = (c / 2) % kGroups, tt = c / (2 * kGroups);
     const long long t = t0 + tt;
     if (t >= a.tokens) continue;
     float v[8];
 #pragma unroll
     for (int s = 0; s < kSplit; ++s) {
-      const float4* p = reinterpret_cast<const float4*>(s_tile + (s * kGroups + grp) * kTile + tt * kTileStride + 8 * half);
+      const float4* p = reinterpret_cast<const float4*>(s_tile + (s * kGroups + grp) * kTokens * kTileStride + tt * kTileStride + 8 * half);
       const float4 x = p[0], y = p[1];
       const float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
 #pragma unroll
@@ -462,6 +435,153 @@ __global__ void __launch_bounds__(32 * C::kGroups * C::kSplit) tail_upproj_kerne
       for (int j = 0; j < C::kTP; ++j) *reinterpret_cast<uint4*>(L::out(a.peers.base[j], phase) + t * C::kH + row) = o;
     }
   }
+}
+
+// Block: kGroups warps of 16 W rows x kSplit warps splitting L, over 8 kNB tokens (blockIdx.x)
+// and 16 kGroups rows of the slice (blockIdx.y). Each warp leaves its partial sums in shared
+// memory as a [token][row] tile for upproj_epilogue.
+template <class C, int kNB>
+__global__ void __launch_bounds__(32 * C::kGroups * C::kSplit) tail_upproj_kernel(TailUpArgs a) {
+  using namespace tail;
+  static_assert(TailChecks<C>::ok);
+  constexpr int kGroups = C::kGroups, kSplit = C::kSplit, kTokens = 8 * kNB;
+  constexpr int kBlocks = C::kL / kBlockK / kSplit;
+  constexpr int kTile = kTokens * kTileStride;  // floats of one warp's tile
+  __shared__ __align__(16) float s_tile[kSplit * kGroups * kTile];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int group = warp % kGroups, split = warp / kGroups, g = lane / 4, q = lane % 4;
+  const long long t0 = static_cast<long long>(blockIdx.x) * kTokens;
+  const int col0 = static_cast<int>(blockIdx.y) * 16 * kGroups;  // the CTA's first row, in the slice
+  const long long k_offset = static_cast<long long>(split) * kBlocks * kBlockK + 8 * q;
+  const bf16* w = static_cast<const bf16*>(a.w) + static_cast<long long>(a.row0 + col0 + 16 * group + g) * C::kL + k_offset;
+  const bf16* z = static_cast<const bf16*>(a.z);
+  const char* b[kNB];
+#pragma unroll
+  for (int j = 0; j < kNB; ++j) {
+    const long long t = t0 + 8 * j + g;  // past the tokens: the tile's first, never stored
+    b[j] = reinterpret_cast<const char*>(z + (t < a.tokens ? t : t0) * C::kL + k_offset);
+  }
+  // Only the first token tile asks W into L2: the others (next in the grid) find it there.
+  float acc[kNB][4] = {};
+  stream_upproj<kNB, kBlocks>(reinterpret_cast<const char*>(w), reinterpret_cast<const char*>(w + 8LL * C::kL), b, q == 0,
+                              blockIdx.x == 0 ? a.prefetch_bytes : 0, acc);
+  launch_dependents();
+
+  float* tile = s_tile + (split * kGroups + group) * kTile;
+#pragma unroll
+  for (int j = 0; j < kNB; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) tile[(8 * j + 2 * q + i % 2) * kTileStride + g + 8 * (i / 2)] = acc[j][i];
+  }
+  __syncthreads();
+  upproj_epilogue<C, kSplit, kGroups, kTokens>(a, s_tile, t0, col0);
+}
+
+// sm_90a: CTA (token tile blockIdx.x of kTokens, W rows [64 blockIdx.y, + 64) of the slice).
+// Warpgroup s of the two takes L's half s with wgmma m64 x kTokens x 16 (A: 64 W rows, B: the
+// tokens, both K-major from shared memory, 128-byte swizzle): W read through the tensor cores'
+// shared B rather than through each warp's registers, which at 64 tokens holds 4x W's bytes of z
+// a warp. Warp 8 issues the TMA loads into each warpgroup's ring of stages (full/empty
+// mbarriers); W's first stages are loaded, and more of it asked into L2, before the wait for the
+// kernel that writes z. Each warp's accumulators are the streamer's [token][16 rows] tile for
+// upproj_epilogue (kSplit 2, kGroups 4).
+template <class C, int kTokens>
+__global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const __grid_constant__ TailUpTcArgs args) {
+  using namespace tail;
+  using namespace sm90;
+  static_assert(TailChecks<C>::ok);
+  static_assert(C::kL % (64 * kTailTcSplit) == 0, "L in whole 64-wide k blocks a warpgroup");
+  constexpr int kKBlocks = C::kL / 64 / kTailTcSplit;  // a warpgroup's
+  constexpr int kStages = tail_tc_stages(kTokens);
+  constexpr int kWBytes = kTailTcRows * 128, kStageBytes = kWBytes + kTokens * 128;
+  constexpr int kRing = kTailTcSplit * kStages * kStageBytes, kSums = kTailTcSplit * 4 * kTokens * kTileStride * 4;
+  static_assert(kStageBytes % 1024 == 0, "stages on 1024-byte swizzle atoms");
+  const TailUpArgs& a = args.u;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
+  auto* full = reinterpret_cast<unsigned long long*>(smem + (kRing > kSums ? kRing : kSums));
+  auto* empty = full + kTailTcSplit * kStages;
+  const auto stage = [&](int wg, int i) { return smem + (wg * kStages + i % kStages) * kStageBytes; };
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const long long t0 = static_cast<long long>(blockIdx.x) * kTokens;
+  const int col0 = static_cast<int>(blockIdx.y) * kTailTcRows;  // the CTA's first row, in the slice
+  float acc[kTokens / 2];  // the consumers': their warpgroup's 64 rows x kTokens
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kTailTcSplit * kStages; ++i) {
+      barrier_init(&full[i], 1);
+      barrier_init(&empty[i], 4);  // each consumer warp's first lane
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == 4 * kTailTcSplit) {  // the producer
+    constexpr int kFirst = kStages < kKBlocks ? kStages : kKBlocks;
+    const int w_row = a.row0 + col0;
+    if (lane == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&args.w) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&args.z) : "memory");
+      for (int wg = 0; wg < kTailTcSplit; ++wg) {
+        for (int i = 0; i < kFirst; ++i) {
+          barrier_expect(&full[wg * kStages + i], kStageBytes);
+          tma_load(stage(wg, i), &args.w, &full[wg * kStages + i], (wg * kKBlocks + i) * 64, w_row);
+        }
+      }
+    }
+    // Past the rings: the next prefetch_bytes of each (row, half) asked into L2 while the HBM is
+    // idle (by the first token tile: the others find it there).
+    if (a.prefetch_bytes > 0 && blockIdx.x == 0) {
+      for (int r = lane; r < kTailTcRows * kTailTcSplit; r += 32) {
+        const int wg = r / kTailTcRows, from = (wg * kKBlocks + kFirst) * 128, end = (wg + 1) * kKBlocks * 128;
+        const int bytes = min(a.prefetch_bytes, end - from);
+        if (bytes > 0) prefetch_l2(static_cast<const char*>(a.w) + static_cast<long long>(w_row + r % kTailTcRows) * C::kL * 2 + from, bytes);
+      }
+    }
+    wait_for_primary();  // z
+    if (lane == 0) {
+      for (int wg = 0; wg < kTailTcSplit; ++wg) {
+        for (int i = 0; i < kFirst; ++i) tma_load(stage(wg, i) + kWBytes, &args.z, &full[wg * kStages + i], (wg * kKBlocks + i) * 64, t0);
+      }
+      for (int i = kFirst; i < kKBlocks; ++i) {
+        for (int wg = 0; wg < kTailTcSplit; ++wg) {
+          const int b = wg * kStages + i % kStages;
+          barrier_wait(&empty[b], ((i / kStages) & 1) ^ 1);
+          barrier_expect(&full[b], kStageBytes);
+          tma_load(stage(wg, i), &args.w, &full[b], (wg * kKBlocks + i) * 64, w_row);
+          tma_load(stage(wg, i) + kWBytes, &args.z, &full[b], (wg * kKBlocks + i) * 64, t0);
+        }
+      }
+    }
+  } else {  // the consumers
+    const int wg = warp / 4;
+    wait_for_primary();  // S (shared_sum, shared_parts) of the epilogue
+    for (int i = 0; i < kKBlocks; ++i) {
+      const int b = wg * kStages + i % kStages;
+      barrier_wait(&full[b], (i / kStages) & 1);
+      const unsigned long long da = descriptor(stage(wg, i)), db = descriptor(stage(wg, i) + kWBytes);
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < 4; ++k) wgmma::Mma<bf16, kTokens>::run(acc, da + 2 * k, db + 2 * k, i > 0 || k > 0);
+      wgmma_commit();
+      wgmma_wait<1>();  // the block before is read: its stage goes back to the producer
+      if (i > 0) barrier_arrive_lane0(&empty[wg * kStages + (i - 1) % kStages], lane);
+    }
+    wgmma_wait<0>();
+    pin(acc);
+  }
+  launch_dependents();
+  __syncthreads();  // every stage read: the rings become the partial sums
+  if (warp < 4 * kTailTcSplit) {  // warp (wg, w4): the epilogue's split wg, group w4 (16 W rows)
+    const int g = lane / 4, q = lane % 4;
+    float* tile = reinterpret_cast<float*>(smem) + warp * kTokens * kTileStride;
+#pragma unroll
+    for (int j = 0; j < kTokens / 8; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) tile[(8 * j + 2 * q + i % 2) * kTileStride + g + 8 * (i / 2)] = acc[4 * j + i];
+    }
+  }
+  __syncthreads();
+  upproj_epilogue<C, kTailTcSplit, 4, kTokens>(a, reinterpret_cast<const float*>(smem), t0, col0);
 }
 
 // ---- fused path, kernel 3: assemble [T, H] from every rank's pushed slices ------------------

@@ -2,9 +2,30 @@
 // Arguments of the latent-MoE tail kernels, shared by the host (runtime/latent_moe.cpp) and the
 // template. Plain data only.
 
+#include "tma_map.h"
+
 namespace moejit {
 
 inline constexpr int kTailMaxRanks = 8;
+
+// The up projection's sm_90a kernel (tail_upproj_tc_kernel): CTAs of 64 W rows, two consumer
+// warpgroups splitting L (each its own ring of stages: 64 W rows and the tile's tokens, 64 k)
+// and a producer warp issuing the TMA loads.
+inline constexpr int kTailTcRows = 64;
+inline constexpr int kTailTcSplit = 2;
+inline constexpr int kTailTcThreads = 32 * 4 * kTailTcSplit + 32;
+/// Stages a warpgroup's ring holds at a token tile: as many as 200 KB of shared memory take, at most 8.
+constexpr int tail_tc_stages(int tokens) {
+  const int n = 200 * 1024 / (kTailTcSplit * (kTailTcRows + tokens) * 128);
+  return n < 8 ? n : 8;
+}
+/// Dynamic shared memory of the kernel at a token tile: the rings (the epilogue's partial sums
+/// reuse them), their full and empty barriers, and 1 KB to align the swizzle atoms.
+constexpr int tail_tc_shared_bytes(int tokens) {
+  const int ring = kTailTcSplit * tail_tc_stages(tokens) * (kTailTcRows + tokens) * 128;
+  const int sums = kTailTcSplit * 4 * tokens * 20 * 4;  // tail::kTileStride floats a token
+  return (ring > sums ? ring : sums) + 2 * kTailTcSplit * tail_tc_stages(tokens) * 8 + 1024;
+}
 
 /// Where a rank's peer buffers live: the same layout in every rank's allocation.
 ///   routed slots [3 phases][tp][max tokens][L] bf16, shared slots [3][tp][max tokens][H/tp]
@@ -48,6 +69,13 @@ struct TailUpArgs {
   int rows;
   int ranks;                // shared partials to sum (base)
   int prefetch_bytes;       // how far ahead of its loads a warp asks its W rows into L2 (bytes); 0: never
+};
+
+/// The up projection's sm_90a kernel: TailUpArgs and the TMA descriptors of W and z.
+struct TailUpTcArgs {
+  TmaMap w;                 // W [H, L]: boxes of 64 rows x 64 k
+  TmaMap z;                 // z [max tokens, L]: boxes of the kernel's token tile x 64 k
+  TailUpArgs u;
 };
 
 /// The consumer of the fused path: assembles [T, H] from the out slots.

@@ -32,6 +32,10 @@ TailTiling latent_tail_tiling(const LatentTailSpec& s) noexcept {
   return t;
 }
 
+bool latent_tail_tc(const LatentTailSpec& s, std::string_view arch) noexcept {
+  return arch == "sm_90a" && s.tp_size == 1 && s.latent % 128 == 0 && s.hidden % 64 == 0;
+}
+
 std::vector<Contract> latent_tail_contracts(const OpSpec& op, std::string_view arch) {
   const auto& s = dynamic_cast<const LatentTailSpec&>(op);
   const auto t = latent_tail_tiling(s);
@@ -39,6 +43,10 @@ std::vector<Contract> latent_tail_contracts(const OpSpec& op, std::string_view a
   const bool multi = s.tp_size > 1;
   std::string kernels(kTailNorm);
   for (auto role : kTailUpProj) kernels += fmt::format(",{}", role);
+  const bool tc = latent_tail_tc(s, arch);
+  if (tc) {
+    for (auto role : kTailUpProjTc) kernels += fmt::format(",{}", role);
+  }
   if (multi) kernels += fmt::format(",{},{},{}", kTailExchange, kTailGather, kTailPermute);
   c.set("tp_size", std::to_string(s.tp_size))
       .set("hidden", std::to_string(s.hidden))
@@ -61,6 +69,10 @@ std::vector<Contract> latent_tail_contracts(const OpSpec& op, std::string_view a
   std::vector<StubBuilder::Kernel> list = {{std::string(kTailNorm), "moejit::tail_norm_kernel", "moejit::TailNormArgs"}};
   for (std::size_t i = 0; i < kTailUpProj.size(); ++i) {
     list.push_back({std::string(kTailUpProj[i]), fmt::format("moejit::tail_upproj_kernel<{}>", kTailUpProjTokens[i] / 8), "moejit::TailUpArgs"});
+  }
+  for (std::size_t i = 0; tc && i < kTailUpProjTc.size(); ++i) {
+    list.push_back({std::string(kTailUpProjTc[i]), fmt::format("moejit::tail_upproj_tc_kernel<{}>", kTailUpProjTcTokens[i]),
+                    "const __grid_constant__ moejit::TailUpTcArgs"});
   }
   if (multi) {
     list.push_back({std::string(kTailExchange), "moejit::tail_exchange_kernel", "moejit::TailNormArgs"});

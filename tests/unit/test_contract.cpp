@@ -8,7 +8,9 @@
 #include "compiler/embedded_templates.hpp"
 #include "compiler/key.hpp"
 #include "compiler/nvrtc.hpp"
+#include "compiler/ops/latent_tail.hpp"
 #include "compiler/ops/routing.hpp"
+#include "templates/latent_tail_args.h"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -257,6 +259,24 @@ TEST_CASE("grouped routing tiling: a block kernel only where the rank tree serve
                                  "t.json");
     CHECK_FALSE(dynamic_cast<const RoutingSpec&>(*spec.ops[0]).has_block_kernel());
   }
+}
+
+TEST_CASE("latent_tail: the tensor-core up projection is in the contract on sm_90a at tp 1 where L splits in 128s", "[contract][latent_tail]") {
+  const auto tail = [](const std::string& fields) {
+    return parse_spec(R"({"op": "latent_tail", )" + fields + "}", "t.json").ops[0];
+  };
+  const auto tp1 = tail(R"("tp_size": 1, "hidden": 7168, "latent": 3584)");
+  for (auto role : kTailUpProjTc) {
+    CHECK(contracts(*tp1, "sm_90a").front().has_kernel(role));
+    CHECK_FALSE(contracts(*tp1, "sm_100a").front().has_kernel(role));  // wgmma is sm_90a's
+    CHECK_FALSE(contracts(*tail(R"("tp_size": 2, "hidden": 7168, "latent": 3584)"), "sm_90a").front().has_kernel(role));
+    CHECK_FALSE(contracts(*tail(R"("tp_size": 1, "hidden": 1024, "latent": 576)"), "sm_90a").front().has_kernel(role));  // 576 = 4.5 x 128
+  }
+  for (auto role : kTailUpProj) CHECK(contracts(*tp1, "sm_90a").front().has_kernel(role));  // 8 tokens and fewer: the streamer
+  // Both sides size the kernel's shared memory from one formula: under the 227 KB an SM gives a CTA.
+  for (int tokens : kTailUpProjTcTokens) CHECK(tail_tc_shared_bytes(tokens) <= 227 * 1024);
+  CHECK(tail_tc_stages(64) == 6);
+  CHECK(tail_tc_stages(16) == 8);
 }
 
 TEST_CASE("experts: the prefill contract exists on sm_90a where a wgmma N divides the shape, with its tiling", "[contract][experts]") {
