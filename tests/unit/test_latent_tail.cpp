@@ -92,7 +92,7 @@ TEST_CASE("tp-dependent sizes are parameterized on tp: 2, 4 and 8", "[latent_tai
   CHECK(small.groups == 2);
 }
 
-TEST_CASE("every tail kernel compiles for tp 1, 2, 4, 8 on sm_90a and sm_100a without spills", "[latent_tail][nvrtc]") {
+TEST_CASE("every tail kernel compiles for tp 1, 2, 4, 8 on sm_90a and sm_100a without spills, the tensor-core up projection's wgmmas pipelined", "[latent_tail][nvrtc]") {
   auto options = Options::from_environment();
   options.disk_cache = false;
   detail::Compiler compiler(options.cuda_home);
@@ -105,17 +105,21 @@ TEST_CASE("every tail kernel compiles for tp 1, 2, 4, 8 on sm_90a and sm_100a wi
     }
   }
   jobs.push_back({"small", contracts(*tail(R"("tp_size": 4, "hidden": 1024, "latent": 640, "max_tokens": 8)"), "sm_90a").front()});
+  // tp 1 on sm_90a: 5 k blocks a warpgroup of the tensor-core up projection.
+  jobs.push_back({"small tp 1", contracts(*tail(R"("tp_size": 1, "hidden": 1024, "latent": 640, "max_tokens": 128)"), "sm_90a").front()});
   // The widest latent the spec allows: the norm row fills the 48 KB of static shared memory.
   jobs.push_back({"wide", contracts(*tail(R"("tp_size": 2, "hidden": 128, "latent": 24448)"), "sm_90a").front()});
   for (const auto& o : detail::warmup(cache, jobs, std::max(2u, std::thread::hardware_concurrency()))) {
     INFO(o.contract->text() << o.error);
     REQUIRE(o.error.empty());
-    CHECK(o.entry->manifest.kernels.size() == (o.contract->get("tp_size") == "1" ? 5u : 8u));  // norm, 4 up projections[, 3]
+    // norm, 4 up projections[, 3 on the tensor cores (tp 1, sm_90a)][, the fused path's 3 (tp > 1)]
+    CHECK(o.entry->manifest.kernels.size() == (o.contract->get("tp_size") == "1" ? (o.contract->arch() == "sm_90a" ? 8u : 5u) : 8u));
     for (const auto& k : o.entry->manifest.kernels) {
       INFO(k.name_expression);
       CHECK(k.resources.spill_store_bytes == 0);
       CHECK(k.resources.stack_bytes == 0);
       CHECK(k.resources.shared_bytes <= 48 * 1024);  // static shared memory: more cannot launch
+      CHECK_FALSE(k.resources.wgmma_serialized);
     }
   }
 }

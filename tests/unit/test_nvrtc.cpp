@@ -223,18 +223,6 @@ TEST_CASE("the one experts contract that spills: fp16 GELU (erf)'s prefill GEMM1
   }
 }
 
-TEST_CASE("every latent_tail contract compiles for sm_90a and sm_100a without spills, the tensor-core up projection's wgmmas pipelined", "[nvrtc][latent_tail]") {
-  // tp 1 (the sm_90a up projection on the tensor cores), tp 2 and 8 (the streamer only; the
-  // fused path's kernels), and a small shape whose L (640) splits into 5 k blocks a warpgroup.
-  std::vector<std::string> ops;
-  for (const char* fields : {R"("tp_size": 1, "hidden": 7168, "latent": 3584)", R"("tp_size": 2, "hidden": 7168, "latent": 3584)",
-                             R"("tp_size": 8, "hidden": 7168, "latent": 3584, "shared_expert": false)",
-                             R"("tp_size": 1, "hidden": 1024, "latent": 640, "max_tokens": 128)"}) {
-    ops.push_back(fmt::format(R"({{"model": "sweep", "ops": [{{"op": "latent_tail", {}}}]}})", fields));
-  }
-  compile_all(ops);
-}
-
 TEST_CASE("the yardstick contract compiles for sm_90a and sm_100a without spills", "[nvrtc]") {
   compile_all({}, {{"yardstick", yardstick_contract("sm_90a")}, {"yardstick", yardstick_contract("sm_100a")}});
 }
