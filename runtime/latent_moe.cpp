@@ -428,7 +428,7 @@ LatentMoE::LatentMoE(Context& context, std::shared_ptr<const OpSpec> op, Communi
   for (std::size_t i = 0; i < m.upproj_kernels.size(); ++i) {
     m.upproj_kernels[i] = load(detail::kTailUpProj[i], static_cast<unsigned>(32 * m.tiling.groups * m.tiling.split), 0);
   }
-  if (detail::latent_tail_tc(*spec, context.device().arch)) {
+  if (detail::latent_tail_tc(*spec, context.device().arch) && m.max_tokens > detail::kTailUpProjTokens[0]) {  // past 8 tokens
     for (std::size_t i = 0; i < m.upproj_tc.size(); ++i) {
       m.upproj_tc[i] = load(detail::kTailUpProjTc[i], kTailTcThreads, static_cast<unsigned>(tail_tc_shared_bytes(detail::kTailUpProjTcTokens[i])));
     }
