@@ -43,6 +43,15 @@ struct PeerInfo {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+/// The index of the smallest token tile of `tiles` (ascending) that holds `tokens`; past the
+/// largest, the largest (its CTAs side by side).
+template <std::size_t N>
+std::size_t smallest_tile(const std::array<int, N>& tiles, std::int64_t tokens) {
+  std::size_t i = 0;
+  while (i + 1 < N && tokens > tiles[i]) ++i;
+  return i;
+}
+
 /// The latent_tail spec behind a spec's op; any other op (or none) is a usage error.
 const LatentTailSpec& tail_spec(const std::shared_ptr<const OpSpec>& spec) {
   const auto* tail = dynamic_cast<const LatentTailSpec*>(spec.get());
@@ -268,8 +277,7 @@ struct LatentMoE::Impl {
     a.rows = u.rows;
     a.ranks = u.ranks;
     if (upproj_tc[0] && tokens > detail::kTailUpProjTokens[0]) {
-      std::size_t size = 0;
-      while (size + 1 < detail::kTailUpProjTcTokens.size() && tokens > detail::kTailUpProjTcTokens[size]) ++size;
+      const std::size_t size = smallest_tile(detail::kTailUpProjTcTokens, tokens);
       if (w_map.base != w) {
         w_map.map = detail::tma_map(drv, w, spec.latent, spec.hidden, kTailTcRows, DType::bf16);
         w_map.base = w;
@@ -281,8 +289,7 @@ struct LatentMoE::Impl {
       upproj_tc[size]->launch(grid, tc, stream, /*pdl=*/true);
       return;
     }
-    std::size_t size = 0;
-    while (size + 1 < detail::kTailUpProjTokens.size() && tokens > detail::kTailUpProjTokens[size]) ++size;
+    const std::size_t size = smallest_tile(detail::kTailUpProjTokens, tokens);
     a.prefetch_bytes = prefetch_bytes(u.rows, tiling.split);
     const detail::Dim3 grid{static_cast<unsigned>(ceil_div(tokens, detail::kTailUpProjTokens[size])),
                             static_cast<unsigned>(u.rows / (16 * tiling.groups)), 1};

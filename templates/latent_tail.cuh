@@ -269,7 +269,7 @@ using wstream::kBlockK;
 
 // NOTE: a warp's [tokens][16 rows] fp32 tile with rows padded to 20 floats: a C fragment's
 // stores (token 2q + i, row g) land at 8q + g (mod 32), every bank once.
-inline constexpr int kTileStride = 20;
+inline constexpr int kTileStride = kTailTileStride;
 
 constexpr int pow2_at_most(int x) { return x >= 8 ? 8 : x >= 4 ? 4 : x >= 2 ? 2 : 1; }
 

@@ -14,6 +14,8 @@ inline constexpr int kTailMaxRanks = 8;
 inline constexpr int kTailTcRows = 64;
 inline constexpr int kTailTcSplit = 2;
 inline constexpr int kTailTcThreads = 32 * 4 * kTailTcSplit + 32;
+/// Floats a token of a warp's [token][16 rows] partial-sum tile (16 rows padded: tail::kTileStride).
+inline constexpr int kTailTileStride = 20;
 /// Stages a warpgroup's ring holds at a token tile: as many as 200 KB of shared memory take, at most 8.
 constexpr int tail_tc_stages(int tokens) {
   const int n = 200 * 1024 / (kTailTcSplit * (kTailTcRows + tokens) * 128);
@@ -23,7 +25,7 @@ constexpr int tail_tc_stages(int tokens) {
 /// reuse them), their full and empty barriers, and 1 KB to align the swizzle atoms.
 constexpr int tail_tc_shared_bytes(int tokens) {
   const int ring = kTailTcSplit * tail_tc_stages(tokens) * (kTailTcRows + tokens) * 128;
-  const int sums = kTailTcSplit * 4 * tokens * 20 * 4;  // tail::kTileStride floats a token
+  const int sums = kTailTcSplit * 4 * tokens * kTailTileStride * 4;
   return (ring > sums ? ring : sums) + 2 * kTailTcSplit * tail_tc_stages(tokens) * 8 + 1024;
 }
 
