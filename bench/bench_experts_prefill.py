@@ -171,7 +171,7 @@ def main(argv=None):
         torch.cuda.empty_cache()
 
     print()
-    headers = ["op", "T", "rows/expert", "op us", "op TFLOP/s", "GEMM1 us", "GEMM2 us", "GEMMs TFLOP/s", "gather+meta+combine us",
+    headers = ["op", "T", "rows/expert", "op us", "op TFLOP/s", "GEMM1 us", "GEMM2 us", "GEMMs TFLOP/s", "other kernels us",
                "grouped_mm GEMMs us", "GEMMs x grouped_mm", "SM MHz (moejit / torch)"]
     table = []
     for r in results:

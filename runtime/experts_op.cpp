@@ -89,9 +89,11 @@ class ExpertsOp final : public Op {
         prefill_gemm_[g] = std::move(kernel);
       }
       if (!spec_.masked()) {
-        auto kernel = context.kernel(w, kExpertsGather);
-        kernel->set_block({kExpertsGatherThreads, 1, 1}, 0);
-        gather_ = std::move(kernel);
+        if (spec_.weight_on_input) {
+          auto kernel = context.kernel(w, kExpertsGather);
+          kernel->set_block({kExpertsGatherThreads, 1, 1}, 0);
+          gather_ = std::move(kernel);
+        }
         for (auto [role, slot] : {std::pair{kExpertsCount, &sort_[0]}, {kExpertsScan, &sort_[1]}, {kExpertsRank, &sort_[2]}}) {
           auto k = context.kernel(w, role);
           k->set_block({kExpertsMetaThreads, 1, 1}, 0);
@@ -127,7 +129,7 @@ class ExpertsOp final : public Op {
     }
     if (prefill_.ok && rows > 0) {
       // x' (GEMM1's A) lives in o: GEMM2 writes o only after GEMM1 has read all of x'.
-      if (!spec_.masked()) a1_ = tma_map(driver, o_.ptr(), spec_.hidden, rows, kExpertsPrefillRows, spec_.dtype);
+      if (gather_) a1_ = tma_map(driver, o_.ptr(), spec_.hidden, rows, kExpertsPrefillRows, spec_.dtype);
       a2_ = tma_map(driver, h_.ptr(), spec_.intermediate, rows, kExpertsPrefillRows, spec_.dtype);
       // The epilogues' TMA stores: a warp's 16 rows x 64 columns.
       c1_ = tma_map(driver, h_.ptr(), spec_.intermediate, rows, kExpertsPrefillStoreRows, spec_.dtype);
@@ -206,6 +208,8 @@ class ExpertsOp final : public Op {
     ExpertsPrefillArgs g1{};
     if (spec_.masked()) {
       g1.a = cached_map(maps_.x, at(b, x_), spec_.hidden, spec_.num_experts * tokens, n);
+    } else if (!gather_) {
+      g1.x = at(b, x_);  // GEMM1's producer gathers its rows
     } else {
       const std::int64_t vectors = tokens * (spec_.hidden / 8);
       const auto grid = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(vectors, kExpertsGatherThreads), 16LL * sm_count_));

@@ -45,7 +45,7 @@ struct ExpertsGemmArgs {
 
 /// The prefill GEMMs (experts_prefill.cuh): A and B through TMA, the rest as ExpertsGemmArgs.
 struct ExpertsPrefillArgs {
-  TmaMap a;           // GEMM1: x' [rows, H] (masked: x [E T_max, H]); GEMM2: h [rows, I]
+  TmaMap a;           // GEMM1: x' [rows, H] (masked: x [E T_max, H]; unused where x is gathered); GEMM2: h [rows, I]
   TmaMap b;           // GEMM1: w13 [E 2I, H]; GEMM2: w2 [E H, I]
   TmaMap c;           // out, stored through TMA in boxes of 16 rows x 64 columns
   const void* bias;
@@ -55,9 +55,11 @@ struct ExpertsPrefillArgs {
   int* tile_count;           // [4]: see ExpertsMetaArgs; [2 + GEMM - 1] hands out units
   void* out;                 // GEMM1: h [rows, I]; GEMM2: o [rows, H] (standard) or y [E T_max, H] (masked)
   long long tokens;
+  const void* x;             // GEMM1 of the standard layout without the weight on the input: x [T, H],
+                             // its rows gathered by the producer (null elsewhere)
 };
 
-/// x' [rows, H]: x's row of each sorted (token, slot) pair, times its router weight where the
+/// x' [rows, H]: x's row of each sorted (token, slot) pair times its router weight, where the
 /// weight applies on the input; the prefill GEMM1 reads it through TMA.
 struct ExpertsGatherArgs {
   const void* x;             // [T, H]

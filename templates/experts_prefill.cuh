@@ -3,20 +3,23 @@
 // combine as the decode path (experts.cuh), with its GEMMs as persistent, warp-specialized
 // tensor-core kernels:
 //
-//   experts_gather_kernel   x' [sorted row, H] = x[token] (times the router weight where it
-//                           applies on the input, rounded as the decode path rounds it), so that
-//                           GEMM1's A is a plain 2-D tensor TMA can load; token-major, through
-//                           each pair's position
-//   experts_prefill_kernel  <1>: gate/up = x' w13[e]^T, rounded, the activation -> h
+//   experts_gather_kernel   where the router weight applies on the input: x' [sorted row, H] =
+//                           x[token] times the weight, rounded as the decode path rounds it, so
+//                           that GEMM1's A is a plain 2-D tensor TMA can load; token-major,
+//                           through each pair's position
+//   experts_prefill_kernel  <1>: gate/up = x w13[e]^T (A: x's rows of the tile's pairs, or x'),
+//                           rounded, the activation -> h
 //                           <2>: o = h w2[e]^T (+ b2) times the router weight -> o [sorted
 //                           row, H] (masked: y)
 //
-// A CTA of 384 threads: warpgroup 2's first thread issues every TMA load into a ring of kStages
-// shared-memory stages (A: 128 rows x 64 k, B: N rows x 64 k, 128-byte swizzle), full/empty
-// mbarriers between it and warpgroups 0 and 1, which take rows 0-63 and 64-127 of each tile with
-// wgmma m64nNk16 (fp32 accumulators in registers; warpgroup 1 idles on a tile of at most 64 rows)
-// and store from them: each warp its 16 rows, 64 columns at a time, staged in shared memory and
-// stored by TMA (16-byte stores where the rows run past the tile's). The CTAs are persistent and
+// A CTA of 384 threads: warpgroup 2 is the producer. Its first thread issues the TMA loads into
+// a ring of kStages shared-memory stages (A: 128 rows x 64 k, B: N rows x 64 k, 128-byte
+// swizzle); where GEMM1's A is x's rows themselves, the whole warpgroup copies them with cp.async
+// into the same swizzle (produce_gathered: no x' written and read back through HBM). Full/empty
+// mbarriers stand between it and warpgroups 0 and 1, which take rows 0-63 and 64-127 of each tile
+// with wgmma m64nNk16 (fp32 accumulators in registers; warpgroup 1 idles on a tile of at most 64
+// rows) and store from them: each warp its 16 rows, 64 columns at a time, staged in shared memory
+// and stored by TMA (16-byte stores where the rows run past the tile's). The CTAs are persistent and
 // take units in order from a counter: unit u of tile_count x (N tiles) is visited in bands of up
 // to kBand tiles of one expert, N tile outer, so that the CTAs running together share their
 // weight tiles in L2 and their A tiles stay there. The producer hands each unit to the consumers
@@ -225,6 +228,115 @@ __device__ __forceinline__ void store_o(const ExpertsPrefillArgs& a, const Exper
   });
 }
 
+
+/// Unit w's B box(es) of k block kb into b, completing on bar: GEMM1 the unit's gate rows then its
+/// up rows (or the interleaved pairs), GEMM2 its N rows of w2.
+template <class C, int kGemm>
+__device__ __forceinline__ void load_b(unsigned char* b, const ExpertsPrefillArgs& a, unsigned long long* bar, const Unit& w, int kb) {
+  if constexpr (kGemm == 2) {
+    tma_load(b, &a.b, bar, kb * kBK, w.tile.expert * C::kH + w.n * C::kN2);
+  } else if constexpr (C::kInterleaved) {
+    tma_load(b, &a.b, bar, kb * kBK, w.tile.expert * 2 * C::kI + 2 * w.n * C::kCols1);
+  } else {
+    tma_load(b, &a.b, bar, kb * kBK, w.tile.expert * 2 * C::kI + w.n * C::kCols1);
+    tma_load(b + C::kCols1 * 128, &a.b, bar, kb * kBK, w.tile.expert * 2 * C::kI + C::kI + w.n * C::kCols1);
+  }
+}
+
+/// The next unit from the counter, or n = -1 past the last. Units go in order to whichever CTA
+/// asks next: the CTAs running together hold consecutive units whatever each unit's length (a
+/// static stride drifts apart on short tiles).
+template <class S, int kGemm>
+__device__ __forceinline__ Unit next_unit(const ExpertsPrefillArgs& a, int units, int tile_count) {
+  const int u = atomicAdd(&a.tile_count[1 + kGemm], 1);
+  if (u >= units) return Unit{{}, -1};
+  return unit_of<S>(a.tiles, u, tile_count);
+}
+
+/// The producer where A is a 2-D tensor (x' where the router weight scales x, masked x, h): one
+/// thread takes the units and loads each stage by TMA.
+template <class C, int kGemm, class S>
+__device__ __forceinline__ void produce_boxed(const ExpertsPrefillArgs& a, unsigned char* smem, unsigned long long* full,
+                                              unsigned long long* empty, Unit* slot, int units, int tile_count) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(&a.a) : "memory");
+  asm volatile("prefetch.tensormap [%0];" ::"l"(&a.b) : "memory");
+  for (int it = 0;;) {  // it: stages filled
+    const Unit w = next_unit<S, kGemm>(a, units, tile_count);
+    if (w.n < 0) {  // the consumers' last slot: no unit
+      const int s = it % S::kStages;
+      barrier_wait(&empty[s], ((it / S::kStages) & 1) ^ 1);
+      slot[s].n = -1;
+      barrier_arrive(&full[s]);
+      return;
+    }
+    for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
+      const int s = it % S::kStages;
+      barrier_wait(&empty[s], ((it / S::kStages) & 1) ^ 1);
+      if (kb == 0) slot[s] = w;  // released to the consumers by the arrive below
+      unsigned char* stage = smem + s * S::kStageBytes;
+      barrier_expect(&full[s], S::kStageBytes);
+      tma_load(stage, &a.a, &full[s], kb * kBK, w.tile.row);
+      load_b<C, kGemm>(stage + S::kABytes, a, &full[s], w, kb);
+    }
+  }
+}
+
+/// GEMM1's producer where A is x's rows themselves (the standard layout, no router weight on the
+/// input): the whole warpgroup. Thread p copies 16-byte chunk p % 8 of each 128-byte stage row of
+/// tile rows p / 8 + 16 i (i < 8: a warp's copies are 4 whole rows) with cp.async into the
+/// 128-byte swizzle a TMA box would have, and arrives on the stage's full barrier once they land;
+/// the barrier expects those 128 arrivals and thread 0's, which takes the units, hands each to the
+/// warpgroup (a named barrier, two hand-off slots) and loads B by TMA. Rows past the tile's are
+/// not copied: an output row reads only its own A row, and the epilogue stores none of those.
+template <class C, class S>
+__device__ __forceinline__ void produce_gathered(const ExpertsPrefillArgs& a, unsigned char* smem, unsigned long long* full,
+                                                 unsigned long long* empty, Unit* slot, Unit* handoff, int units, int tile_count) {
+  using T = typename C::T;
+  const int p = static_cast<int>(threadIdx.x) % 128, chunk = p % 8, row0 = p / 8;
+  if (p == 0) asm volatile("prefetch.tensormap [%0];" ::"l"(&a.b) : "memory");
+  // The thread's first destination in a stage: row row0, its chunk swizzled by row0 % 8 (rows
+  // 16 i further keep that swizzle: 16 i % 8 = 0).
+  const unsigned offset = row0 * 128 + ((chunk ^ (row0 % 8)) << 4);
+  for (int it = 0, round = 0;; ++round) {
+    if (p == 0) handoff[round % 2] = next_unit<S, 1>(a, units, tile_count);
+    named_barrier_sync(1, 128);  // also: every thread read the slot before thread 0 rewrites it next round
+    const Unit w = handoff[round % 2];
+    if (w.n < 0) {  // the consumers' last slot: no unit, and every expected arrival
+      const int s = it % S::kStages;
+      barrier_wait(&empty[s], ((it / S::kStages) & 1) ^ 1);
+      if (p == 0) {
+        slot[s].n = -1;
+        barrier_arrive(&full[s]);
+      }
+      barrier_arrive(&full[s]);
+      return;
+    }
+    int token[8];  // the tokens of the thread's rows; -1 past the tile's rows
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int r = row0 + 16 * i;
+      token[i] = r < w.tile.rows ? a.sorted[w.tile.row + r] / C::kK : -1;
+    }
+    const T* x = static_cast<const T*>(a.x) + 8 * chunk;
+    for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
+      const int s = it % S::kStages;
+      barrier_wait(&empty[s], ((it / S::kStages) & 1) ^ 1);
+      unsigned char* stage = smem + s * S::kStageBytes;
+      if (p == 0) {
+        if (kb == 0) slot[s] = w;  // released to the consumers by the arrive below
+        barrier_expect(&full[s], S::kBBytes);
+        load_b<C, 1>(stage + S::kABytes, a, &full[s], w, kb);
+      }
+      const unsigned dst = smem_address(stage) + offset;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (token[i] >= 0) cp_async16(dst + 2048 * i, x + static_cast<long long>(token[i]) * C::kH + kb * kBK);
+      }
+      barrier_arrive_copies(&full[s]);
+    }
+  }
+}
+
 }  // namespace prefill
 
 // ---- the metadata over many blocks (standard layout) -------------------------------------------
@@ -354,59 +466,33 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
   unsigned char* staging = smem + S::kStages * S::kStageBytes;
   auto* full = reinterpret_cast<unsigned long long*>(staging + 8 * kWarpStaging);
   auto* empty = full + S::kStages;
-  // The unit whose first k block a stage holds: the producer's hand-off to the consumers.
+  // The unit whose first k block a stage holds: the producer's hand-off to the consumers; then
+  // the gathering producer's two hand-off slots within its warpgroup.
   auto* slot = reinterpret_cast<Unit*>(empty + S::kStages);
+  auto* handoff = slot + S::kStages;
   static_assert(sizeof(Unit) == 20);
+  // GEMM1 of the standard layout reads x's rows in place (produce_gathered) unless the router
+  // weight scales them first (then x', from experts_gather_kernel, by TMA).
+  constexpr bool kGatherA = kGemm == 1 && !C::kMasked && !C::kWeightOnInput;
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
-      barrier_init(&full[s], 1);
+      barrier_init(&full[s], kGatherA ? 1 + 128 : 1);
       barrier_init(&empty[s], 8);  // each consumer warp's first lane
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  wait_for_primary();  // the work list, and A (x' or h)
+  wait_for_primary();  // the work list, and A (x, x' or h)
   const int tile_count = a.tile_count[0];
   const int units = tile_count * S::kNTiles;
 
   if (warpgroup == 2) {  // the producer
     registers_down<40>();
-    if (threadIdx.x == 256) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(&a.a) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(&a.b) : "memory");
-      int it = 0;  // stages filled
-      for (;;) {
-        // Units in order to whichever CTA asks next: the CTAs running together hold consecutive
-        // units whatever each unit's length (a static stride drifts apart on short tiles).
-        const int u = atomicAdd(&a.tile_count[1 + kGemm], 1);
-        if (u >= units) {  // the consumers' last slot: no unit
-          const int s = it % S::kStages;
-          barrier_wait(&empty[s], ((it / S::kStages) & 1) ^ 1);
-          slot[s].n = -1;
-          barrier_arrive(&full[s]);
-          break;
-        }
-        const Unit w = unit_of<S>(a.tiles, u, tile_count);
-        const ExpertsTile& tile = w.tile;
-        for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
-          const int s = it % S::kStages;
-          barrier_wait(&empty[s], ((it / S::kStages) & 1) ^ 1);
-          if (kb == 0) slot[s] = w;  // released to the consumers by the arrive below
-          unsigned char* stage = smem + s * S::kStageBytes;
-          barrier_expect(&full[s], S::kStageBytes);
-          tma_load(stage, &a.a, &full[s], kb * kBK, tile.row);
-          unsigned char* b = stage + S::kABytes;
-          if constexpr (kGemm == 2) {
-            tma_load(b, &a.b, &full[s], kb * kBK, tile.expert * C::kH + w.n * C::kN2);
-          } else if constexpr (C::kInterleaved) {
-            tma_load(b, &a.b, &full[s], kb * kBK, tile.expert * 2 * C::kI + 2 * w.n * C::kCols1);
-          } else {
-            tma_load(b, &a.b, &full[s], kb * kBK, tile.expert * 2 * C::kI + w.n * C::kCols1);
-            tma_load(b + C::kCols1 * 128, &a.b, &full[s], kb * kBK, tile.expert * 2 * C::kI + C::kI + w.n * C::kCols1);
-          }
-        }
-      }
+    if constexpr (kGatherA) {
+      produce_gathered<C, S>(a, smem, full, empty, slot, handoff, units, tile_count);
+    } else if (threadIdx.x == 256) {
+      produce_boxed<C, kGemm, S>(a, smem, full, empty, slot, units, tile_count);
     }
   } else {  // the consumers: warpgroup 0 rows 0-63 of each tile, 1 rows 64-127
     registers_up<232>();
@@ -435,6 +521,7 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
         if (kb > 0) barrier_wait(&full[s], (it / S::kStages) & 1);
         const unsigned char* stage = smem + s * S::kStageBytes;
         const unsigned long long da = descriptor(stage + warpgroup * 64 * 128), db = descriptor(stage + S::kABytes);
+        if constexpr (kGatherA) fence_proxy_async();  // A's cp.async writes, to the wgmmas (async proxy)
         wgmma_fence();
 #pragma unroll
         for (int k = 0; k < kBK / 16; ++k) wgmma::Mma<T, S::kN>::run(acc, da + 2 * k, db + 2 * k, kb > 0 || k > 0);

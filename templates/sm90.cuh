@@ -1,7 +1,8 @@
 #pragma once
 // sm_90a building blocks of the TMA + mbarrier + wgmma kernels (experts_prefill.cuh,
 // latent_tail.cuh): mbarriers, TMA loads and stores of 2-D boxes (128-byte swizzle), wgmma
-// descriptors of K-major tiles, the wgmma fences, and register reallocation between warpgroups.
+// descriptors of K-major tiles, the wgmma fences, and register reallocation between warpgroups;
+// cp.async with mbarrier completion where rows are gathered rather than boxed.
 
 #include "common.cuh"
 #include "tma_map.h"
@@ -37,6 +38,23 @@ __device__ __forceinline__ void barrier_wait(unsigned long long* b, int parity) 
       "@!done bra WAIT;\n}\n" ::"r"(smem_address(b)),
       "r"(parity)
       : "memory");
+}
+
+/// 16 bytes of global memory at src into shared memory at dst (a shared-window address), past
+/// L1. Generic-proxy writes: a wgmma reads them only after a fence.proxy.async (fence_proxy_async)
+/// that follows the barrier wait which publishes them.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+/// An arrival on the barrier once this thread's cp.asyncs so far have landed; one of the arrivals
+/// the barrier was initialized to expect (.noinc).
+__device__ __forceinline__ void barrier_arrive_copies(unsigned long long* b) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_address(b)) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+/// bar.sync on named barrier `id` (1-15: 0 is __syncthreads') of `threads` threads.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 /// The box of `map` at (k, row) into shared memory at dst; completes bytes on `bar`.

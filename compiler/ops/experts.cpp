@@ -87,7 +87,9 @@ void common_constants(StubBuilder& stub, const ExpertsSpec& s, const ExpertsTili
 int ExpertsPrefillTiling::shared_bytes(int gemm) const noexcept {
   const int n = gemm == 1 ? 2 * cols1 : n2;
   const int stages = gemm == 1 ? stages1 : stages2;
-  return stages * (kExpertsPrefillRows + n) * 128 + 1024 + 48 * stages + kExpertsPrefillStaging;
+  // the ring, 1 KB of alignment, each stage's barriers and unit slot, the gathering producer's two
+  // hand-off slots, the epilogue staging
+  return stages * (kExpertsPrefillRows + n) * 128 + 1024 + 48 * stages + 64 + kExpertsPrefillStaging;
 }
 
 ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch) noexcept {
@@ -168,7 +170,8 @@ std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch)
   std::vector<StubBuilder::Kernel> wk = {{std::string(kExpertsPrefill1), "moejit::experts_prefill_kernel<1>", std::string(kPrefillArgs)},
                                          {std::string(kExpertsPrefill2), "moejit::experts_prefill_kernel<2>", std::string(kPrefillArgs)}};
   if (!s.masked()) {
-    wk.push_back({std::string(kExpertsGather), "moejit::experts_gather_kernel", "moejit::ExpertsGatherArgs"});
+    // x' only where the router weight scales it: else GEMM1's producer gathers x's rows itself.
+    if (s.weight_on_input) wk.push_back({std::string(kExpertsGather), "moejit::experts_gather_kernel", "moejit::ExpertsGatherArgs"});
     wk.push_back({std::string(kExpertsCount), "moejit::experts_count_kernel", "moejit::ExpertsMetaArgs"});
     wk.push_back({std::string(kExpertsScan), "moejit::experts_scan_kernel", "moejit::ExpertsMetaArgs"});
     wk.push_back({std::string(kExpertsRank), "moejit::experts_rank_kernel", "moejit::ExpertsMetaArgs"});

@@ -295,7 +295,10 @@ TEST_CASE("experts: the prefill contract exists on sm_90a where a wgmma N divide
   CHECK(both[1].get("hidden") == "7168");  // the decode contract's fields, then the tiling
   CHECK(both[1].has_kernel("gemm1_wgmma"));
   CHECK(both[1].has_kernel("gemm2_wgmma"));
-  CHECK(both[1].has_kernel("gather"));
+  // GEMM1's producer gathers x's rows: no x' kernel, but where the router weight scales them first.
+  CHECK_FALSE(both[1].has_kernel("gather"));
+  const auto on_input = spec_of(R"("hidden": 7168, "intermediate": 2048, "num_experts": 256, "topk": 8, "apply_router_weight_on_input": true)");
+  CHECK(contracts(*on_input, "sm_90a")[1].has_kernel("gather"));
   CHECK(contracts(*dsv3, "sm_100a").size() == 1);  // wgmma is sm_90a's; tcgen05 is not written
   // GPT-OSS (2880 = 64 x 45): 120 h columns a GEMM1 tile (N 240), GEMM2's N 240.
   const auto gpt = contracts(*spec_of(R"("hidden": 2880, "intermediate": 2880, "num_experts": 128, "topk": 4)"), "sm_90a");
