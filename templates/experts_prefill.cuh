@@ -423,9 +423,9 @@ __global__ void __launch_bounds__(experts::kMetaThreads) experts_rank_kernel(Exp
   rank_pairs<C>(a, begin, min(pairs, begin + a.sort_chunk), next);
 }
 
-/// x' for the prefill GEMM1 (standard layout): a thread a 16-byte vector of a token's x, read
-/// once and written to each of its valid slots' sorted rows (token-major: x is read from HBM once,
-/// not K times), grid-strided.
+/// x' for the prefill GEMM1 where the router weight scales the input (standard layout; else GEMM1
+/// gathers x's rows itself): a thread a 16-byte vector of a token's x, read once and written,
+/// scaled, to each of its valid slots' sorted rows, grid-strided.
 template <class C>
 __global__ void __launch_bounds__(prefill::kGatherThreads) experts_gather_kernel(ExpertsGatherArgs a) {
   static_assert(experts::Checks<C>::ok);
