@@ -111,6 +111,18 @@ struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
 
+/// Four floats from shared memory in one ld.shared.v4 that NVVM cannot rewrite: its vectorizer
+/// splits plain float4 loads of the tail's epilogue one way or another from compile to compile
+/// (the same source, different PTX and cubins).
+__device__ __forceinline__ float4 load_shared_float4(const float* p) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p)))
+               : "memory");
+  return v;
+}
+
 template <class T, int N>
 __device__ __forceinline__ Vec<T, N> load_vec(const T* p) { return *reinterpret_cast<const Vec<T, N>*>(p); }
 template <class T, int N>

@@ -401,8 +401,8 @@ __device__ __forceinline__ void upproj_epilogue(const TailUpArgs& a, const float
     float v[8];
 #pragma unroll
     for (int s = 0; s < kSplit; ++s) {
-      const float4* p = reinterpret_cast<const float4*>(s_tile + (s * kGroups + grp) * kTokens * kTileStride + tt * kTileStride + 8 * half);
-      const float4 x = p[0], y = p[1];
+      const float* p = s_tile + (s * kGroups + grp) * kTokens * kTileStride + tt * kTileStride + 8 * half;
+      const float4 x = load_shared_float4(p), y = load_shared_float4(p + 4);
       const float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = s == 0 ? f[e] : add(v[e], f[e]);
