@@ -1,5 +1,6 @@
 #include "op_runner.hpp"
 
+#include <cstddef>
 #include <cstring>
 
 #include <algorithm>
@@ -148,7 +149,8 @@ bool token_major(const Op& op) {
   return true;
 }
 
-BenchResult timed(Context& context, const Op& op, const detail::Stream& stream, std::span<const DeviceTensors> device,
+// `bindings`: the sets the calls rotate through, call c binding bindings[c % size].
+BenchResult timed(Context& context, const Op& op, const detail::Stream& stream, std::span<const std::vector<Buffer>> bindings,
                   std::span<const HostTensor> host, std::int64_t tokens, const detail::Yardsticks& yardsticks, int calls,
                   int replays, bool hint_rows) {
   const auto& harness = reference::harness_for(op.spec().family());
@@ -156,7 +158,7 @@ BenchResult timed(Context& context, const Op& op, const detail::Stream& stream, 
   r.tokens = tokens;
   const LaunchHints hints{.expected_rows = hint_rows ? mean_expert_rows(op, host, tokens) : 0};
   r.us_per_call = detail::time_per_call_us(context.driver(), stream, calls, replays, [&](int call) {
-    op.launch(device[static_cast<std::size_t>(call) % device.size()].bindings, tokens, stream.get(), hints);
+    op.launch(bindings[static_cast<std::size_t>(call) % bindings.size()], tokens, stream.get(), hints);
   });
   r.bytes = harness.bytes_moved(op.spec(), host, tokens);
   r.flops = harness.flops(op.spec(), host, tokens);
@@ -185,7 +187,9 @@ BenchResult bench_case(Context& context, const Op& op, const detail::Stream& str
     if (!is_hot(i)) continue;
     for (auto& set : device) set.bindings[i] = device.front().bindings[i];
   }
-  return timed(context, op, stream, device, host, tokens, yardsticks, calls, replays, hint_rows);
+  std::vector<std::vector<Buffer>> bindings;
+  for (const auto& set : device) bindings.push_back(set.bindings);
+  return timed(context, op, stream, bindings, host, tokens, yardsticks, calls, replays, hint_rows);
 }
 
 std::vector<BenchResult> bench_cases(Context& context, const Op& op, const detail::Stream& stream,
@@ -194,8 +198,9 @@ std::vector<BenchResult> bench_cases(Context& context, const Op& op, const detai
   std::vector<BenchResult> results;
   if (tokens.empty()) return results;
   // NOTE: where one tensor set a call already spans the L2 at the smallest T (an experts op's
-  // weights: up to tens of GB) and the tensors are token-major, one fill at the largest T serves
-  // every T: each takes the first rows, as a call of that many tokens would.
+  // weights: up to tens of GB) and the tensors are token-major, one fill serves every T: call c
+  // of T tokens runs on rows [c·T, (c+1)·T) of it (wrapping), so that successive calls route to
+  // different experts -- the same rows every call would find the last call's experts in L2.
   const std::int64_t smallest = *std::ranges::min_element(tokens), largest = *std::ranges::max_element(tokens);
   std::size_t smallest_bytes = 0;
   for (const auto& t : op.tensors()) smallest_bytes += t.bytes_for(smallest);
@@ -203,13 +208,28 @@ std::vector<BenchResult> bench_cases(Context& context, const Op& op, const detai
     for (const auto t : tokens) results.push_back(bench_case(context, op, stream, t, yardsticks, variant, calls, replays, hot, hint_rows));
     return results;
   }
+  constexpr std::int64_t kRotatedRows = 2048;  // past it, a call's rows reach every expert anyway
+  const std::int64_t rows = std::max(largest, std::min(smallest * calls, kRotatedRows));
   const auto& harness = reference::harness_for(op.spec().family());
   reference::Rng rng(1234);
-  auto host = reference::make_tensors(op.spec(), largest);
-  harness.fill_inputs(op.spec(), host, largest, rng, variant);
-  std::vector<DeviceTensors> device;
-  device.push_back(upload(context.driver(), host));
-  for (const auto t : tokens) results.push_back(timed(context, op, stream, device, host, t, yardsticks, calls, replays, hint_rows));
+  auto host = reference::make_tensors(op.spec(), rows);
+  harness.fill_inputs(op.spec(), host, rows, rng, variant);
+  const auto device = upload(context.driver(), host);
+  for (const auto t : tokens) {
+    const std::int64_t windows = t > 0 ? std::clamp<std::int64_t>(rows / t, 1, calls) : 1;
+    std::vector<std::vector<Buffer>> bindings(static_cast<std::size_t>(windows), device.bindings);
+    for (std::int64_t w = 1; w < windows; ++w) {
+      for (std::size_t i = 0; i < op.tensors().size(); ++i) {
+        const auto& tensor = op.tensors()[i];
+        auto& b = bindings[static_cast<std::size_t>(w)][i];
+        const std::size_t offset = tensor.bytes_for(w * t) - tensor.bytes_for(0);  // w·t rows; 0 for weights
+        b.ptr = static_cast<std::byte*>(b.ptr) + offset;
+        b.bytes -= offset;
+      }
+    }
+    // The bytes of the first rows' experts: every window routes alike, so it is the mean's estimate.
+    results.push_back(timed(context, op, stream, bindings, host, t, yardsticks, calls, replays, hint_rows));
+  }
   return results;
 }
 

@@ -69,7 +69,8 @@ BenchResult bench_case(Context& context, const Op& op, const detail::Stream& str
                        const detail::Yardsticks& yardsticks, int variant, int calls = 20, int replays = 7,
                        std::span<const std::string> hot = {}, bool hint_rows = false);
 /// bench_case for each of `tokens`; an op whose weights alone pass the L2 (one tensor set a
-/// call) is filled and uploaded once, at the largest T, each T running on the first rows.
+/// call) is filled and uploaded once, with rows for the largest T (and at least `calls` calls of
+/// the smallest, up to 2048), each call of a T running on the next T rows.
 std::vector<BenchResult> bench_cases(Context& context, const Op& op, const detail::Stream& stream,
                                      std::span<const std::int64_t> tokens, const detail::Yardsticks& yardsticks, int variant,
                                      int calls = 20, int replays = 7, std::span<const std::string> hot = {},
