@@ -80,7 +80,11 @@ class ExpertsOp final : public Op {
     gemm1_[1] = load(kExpertsGemm1Large, threads1);
     gemm2_[0] = load(kExpertsGemm2Small, threads2);
     gemm2_[1] = load(kExpertsGemm2Large, threads2);
-    if (!spec_.masked()) combine_ = load(kExpertsCombine, kExpertsCombineThreads);
+    if (!spec_.masked()) {
+      combine_ = load(kExpertsCombine, kExpertsCombineThreads);
+      one_[0] = load(kExpertsGemm1One, 32 * tiling_.split1);
+      one_[1] = load(kExpertsGemm2One, experts_one_token_threads(spec_, tiling_));
+    }
     if (prefill_.ok) {
       const auto& w = all.at(1);
       for (int g = 0; g < 2; ++g) {
@@ -253,6 +257,18 @@ class ExpertsOp final : public Op {
     return tokens * (spec_.masked() ? spec_.num_experts : spec_.topk);
   }
 
+  // One token: GEMM1 with each slot its own tile (no metadata), then GEMM2 and the combine in one
+  // kernel writing y.
+  void launch_one(std::span<const Buffer> b, CUstream stream, const LaunchHints& hints) const {
+    const auto* weights = static_cast<const float*>(at(b, weights_));
+    const auto* map = static_cast<const int*>(at(b, map_));
+    const ExpertsGemmArgs g1{at(b, x_), at(b, w13_), at(b, b13_), weights, nullptr, nullptr, nullptr, h_.ptr(), 1, at(b, ids_), map};
+    one_[0]->launch({static_cast<unsigned>(spec_.topk), static_cast<unsigned>(spec_.intermediate / 8), 1}, g1, stream, pdl_ || hints.chained);
+    const ExpertsGemmArgs g2{h_.ptr(), at(b, w2_), at(b, b2_), weights, nullptr, nullptr, nullptr, b[static_cast<std::size_t>(y_)].ptr, 1,
+                             at(b, ids_), map};
+    one_[1]->launch({static_cast<unsigned>(spec_.hidden / kExpertsOneTokenColumns), 1, 1}, g2, stream, true);
+  }
+
   // The most tiles of n rows the metadata can list: each active expert's rows in tiles of n.
   std::int64_t max_tiles(std::int64_t tokens, int n) const {
     if (spec_.masked()) return spec_.num_experts * ceil_div(tokens, n);
@@ -278,6 +294,7 @@ class ExpertsOp final : public Op {
   void do_launch(std::span<const Buffer> b, std::int64_t tokens, CUstream stream, const LaunchHints& hints) const override {
     if (tokens == 0) return;
     if (prefill_call(tokens, hints)) return launch_prefill(b, tokens, stream, hints);
+    if (tokens == 1 && !spec_.masked()) return launch_one(b, stream, hints);
     const int n = tile_rows(tokens, hints);
     const int large = n == kExpertsLargeTile ? 1 : 0;
     const auto meta = launch_meta(b, tokens, n, stream, hints);
@@ -307,6 +324,7 @@ class ExpertsOp final : public Op {
   std::int64_t crossover_ = 0;
   std::shared_ptr<const Kernel> meta_, combine_, gather_;
   std::shared_ptr<const Kernel> gemm1_[2], gemm2_[2];  ///< small tiles, large tiles
+  std::shared_ptr<const Kernel> one_[2];               ///< one token: GEMM1, GEMM2 and the combine
   std::shared_ptr<const Kernel> prefill_gemm_[2];
   std::shared_ptr<const Kernel> sort_[3];  ///< count, scan, rank (prefill, standard layout)
   TmaMap a1_{}, a2_{};  ///< x' (in o) and h: workspace, fixed at load

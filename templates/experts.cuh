@@ -18,6 +18,14 @@
 // gate rows and their 8 up rows, so one lane holds a gate and its up) and the tile's N rows as
 // the mma's N side.
 //
+// One token (standard layout, T = 1) takes two kernels instead: no metadata (slot k is its own
+// tile of one row, its expert read from the ids) and no combine:
+//
+//   experts_gemm1_kernel<1, true>  h [slot, I] as above, CTA (slot blockIdx.x, h columns)
+//   experts_gemm2_one_kernel       each slot's o for 16 output columns (the CTA's warps split the
+//                                  slots), rounded as GEMM2 rounds it, then summed in slot order
+//                                  in fp32 and rounded once into y: the four kernels' bits
+//
 // Config (generated): kH, kI, kE, kK, kIdRange, kMasked, kHasMap, kWeightOnInput, kBias, kIds64,
 // T (= Out), activation constants (kKind, kInterleaved, kBeta, kInvBeta, kLinearBeta,
 // kInvLinearBeta, kAlpha, kLimit), kGroups1, kSplit1, kGroups2, kSplit2.
@@ -68,8 +76,8 @@ __device__ __forceinline__ long long id_at(const void* ids, long long i) {
 
 /// The local expert of pair p, or -1 when its id is outside [0, kIdRange) or maps to no expert
 /// of this rank.
-template <class C>
-__device__ __forceinline__ int local_expert(const ExpertsMetaArgs& a, long long p) {
+template <class C, class Args>
+__device__ __forceinline__ int local_expert(const Args& a, long long p) {
   const long long id = id_at<C>(a.ids, p);
   if (id < 0 || id >= C::kIdRange) return -1;
   const int e = C::kHasMap ? a.expert_map[id] : static_cast<int>(id);
@@ -222,6 +230,13 @@ __device__ __forceinline__ bool tile_of_block(const ExpertsGemmArgs& a, ExpertsT
   return true;
 }
 
+/// Warps of the one-token GEMM2's CTA: kSplit2 for each of up to 16 / kSplit2 slots at a time.
+template <class C>
+constexpr int one_token_warps() {
+  const int slots = 16 / C::kSplit2 > 0 ? 16 / C::kSplit2 : 1;
+  return (C::kK < slots ? C::kK : slots) * C::kSplit2;
+}
+
 /// The rows of n8 block j this lane's B loads read: the tile's row 8 j + g, or (past the
 /// tile's rows) its first row, whose results are never stored.
 __device__ __forceinline__ int tile_row(const ExpertsTile& tile, int j, int g) {
@@ -231,18 +246,27 @@ __device__ __forceinline__ int tile_row(const ExpertsTile& tile, int j, int g) {
 
 }  // namespace experts
 
-/// GEMM1 and the activation: CTA (tile blockIdx.x, h columns blockIdx.y * 8 kGroups1 ...).
-template <class C, int kNB>
-__global__ void __launch_bounds__(32 * C::kGroups1 * C::kSplit1) experts_gemm1_kernel(ExpertsGemmArgs a) {
+/// GEMM1 and the activation: CTA (tile blockIdx.x, h columns blockIdx.y * 8 kGroups1 ...). With
+/// kOne (one token, no metadata) tile blockIdx.x is slot blockIdx.x's row and a CTA takes 8 h
+/// columns (one row group): K I / 8 small CTAs spread over the SMs more evenly than K I / 32.
+template <class C, int kNB, bool kOne = false>
+__global__ void __launch_bounds__(32 * (kOne ? 1 : C::kGroups1) * C::kSplit1) experts_gemm1_kernel(ExpertsGemmArgs a) {
   static_assert(experts::Checks<C>::ok);
+  static_assert(!kOne || (kNB == 1 && !C::kMasked), "one token: standard layout, tiles of one row");
   using namespace experts;
   using T = typename C::T;
-  constexpr int kGroups = C::kGroups1, kSplit = C::kSplit1, kU = pipeline_depth<kNB>();
+  constexpr int kGroups = kOne ? 1 : C::kGroups1, kSplit = C::kSplit1, kU = pipeline_depth<kNB>();
   constexpr int kBlocks = C::kH / kBlockK / kSplit;
   __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kGroups * 32 * kNB * 4];
   ExpertsTile tile;
-  wait_for_primary();  // the work list
-  if (!tile_of_block(a, tile)) return;
+  wait_for_primary();  // the work list (one token: the ids)
+  if constexpr (kOne) {
+    const int e = local_expert<C>(a, blockIdx.x);
+    if (e < 0) return;
+    tile = ExpertsTile{e, static_cast<int>(blockIdx.x), 1, 0};
+  } else if (!tile_of_block(a, tile)) {
+    return;
+  }
   launch_dependents();  // GEMM2 may start streaming its weights
   const Place<kGroups> p;
   const int group = p.group, split = p.split, g = p.g, q = p.q;
@@ -261,7 +285,7 @@ __global__ void __launch_bounds__(32 * C::kGroups1 * C::kSplit1) experts_gemm1_k
     long long x_row = row;
     scale[j] = 1.0f;
     if constexpr (!C::kMasked) {
-      const int pair = a.sorted[row];
+      const int pair = kOne ? row : a.sorted[row];
       x_row = pair / C::kK;
       if constexpr (C::kWeightOnInput) scale[j] = a.topk_weights[pair];
     }
@@ -349,6 +373,77 @@ __global__ void __launch_bounds__(32 * C::kGroups2 * C::kSplit2) experts_gemm2_k
         dst[8 * half] = from_float<T>(v);
       }
     }
+  }
+}
+
+/// One token's GEMM2, router weight and combine: CTA (output columns 16 blockIdx.x ...), warp
+/// (slot w + kSlotWarps i for each i, K split s) of kSlotWarps x kSplit2. Its first weight blocks
+/// load before it waits for GEMM1's h.
+template <class C>
+__global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_gemm2_one_kernel(ExpertsGemmArgs a) {
+  static_assert(experts::Checks<C>::ok);
+  static_assert(!C::kMasked, "one token: standard layout");
+  using namespace experts;
+  using T = typename C::T;
+  constexpr int kSlotWarps = one_token_warps<C>() / C::kSplit2, kSplit = C::kSplit2, kU = pipeline_depth<1>();
+  constexpr int kBlocks = C::kI / kBlockK / kSplit, kRounds = (C::kK + kSlotWarps - 1) / kSlotWarps;
+  __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kSlotWarps * 32 * 4];
+  __shared__ float o[C::kK][16];  // each slot's rounded o (0 where the slot is invalid)
+  __shared__ bool valid[C::kK];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int slot_warp = warp % kSlotWarps, split = warp / kSlotWarps, g = lane / 4, q = lane % 4;
+  const int col = static_cast<int>(blockIdx.x) * 16 + g;  // rows g and g + 8: columns col, col + 8
+  const long long k_offset = static_cast<long long>(split) * kBlocks * kBlockK + 8 * q;
+  for (int round = 0; round < kRounds; ++round) {
+    const int k = round * kSlotWarps + slot_warp;
+    const int e = k < C::kK ? local_expert<C>(a, k) : -1;
+    float acc[1][4] = {};
+    if (e >= 0) {
+      const T* w = static_cast<const T*>(a.w) + static_cast<long long>(e) * C::kH * C::kI;
+      const char* a0 = reinterpret_cast<const char*>(w + static_cast<long long>(col) * C::kI + k_offset);
+      const char* a1 = reinterpret_cast<const char*>(w + static_cast<long long>(col + 8) * C::kI + k_offset);
+      const char* const b[1] = {reinterpret_cast<const char*>(static_cast<const T*>(a.x) + static_cast<long long>(k) * C::kI + k_offset)};
+      const float scale[1] = {};
+      stream_mma<T, 1, kU, kBlocks, false>(a0, a1, b, scale, acc, [] { wait_for_primary(); });  // h
+    }
+    if (round == 0) launch_dependents();  // every thread, whether or not its slot streamed
+    // Partial sums in split order, as reduce_splits adds them (its layout: kGroups = kSlotWarps).
+    if constexpr (kSplit > 1) {
+      if (split > 0) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) scratch[(((split - 1) * kSlotWarps + slot_warp) * 4 + i) * 32 + lane] = acc[0][i];
+      }
+      __syncthreads();
+      if (split == 0) {
+        for (int s = 1; s < kSplit; ++s) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[0][i] = add(acc[0][i], scratch[(((s - 1) * kSlotWarps + slot_warp) * 4 + i) * 32 + lane]);
+        }
+      }
+      __syncthreads();  // scratch read before the next round writes it
+    }
+    if (split == 0 && k < C::kK) {
+      if (lane == 0) valid[k] = e >= 0;
+      if (e >= 0 && q == 0) {  // the C fragment's column 0: the token; rows g and g + 8
+        const float weight = C::kWeightOnInput ? 1.0f : a.topk_weights[k];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float v = acc[0][2 * half];
+          if constexpr (C::kBias) v = add(v, to_float(static_cast<const T*>(a.bias)[static_cast<long long>(e) * C::kH + col + 8 * half]));
+          if constexpr (!C::kWeightOnInput) v = mul(v, weight);
+          o[k][g + 8 * half] = to_float(from_float<T>(v));
+        }
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < 16) {
+    float s = 0.0f;
+#pragma unroll 4
+    for (int k = 0; k < C::kK; ++k) {
+      if (valid[k]) s = add(s, o[k][threadIdx.x]);
+    }
+    static_cast<T*>(a.out)[static_cast<int>(blockIdx.x) * 16 + threadIdx.x] = from_float<T>(s);
   }
 }
 

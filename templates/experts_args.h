@@ -38,8 +38,11 @@ struct ExpertsGemmArgs {
   const int* sorted;         // standard: the pair of each sorted row
   const ExpertsTile* tiles;
   const int* tile_count;
-  void* out;                 // GEMM1: h; GEMM2: o [sorted row, H] (standard) or y (masked)
+  void* out;                 // GEMM1: h; GEMM2: o [sorted row, H] (standard) or y (masked); one
+                             // token: h [slot, I], then y
   long long tokens;          // T (masked: T_max)
+  const void* ids;           // one token (no metadata): topk_ids, each slot's expert; else null
+  const int* expert_map;     // one token with global experts: [E_global]; else null
 };
 
 

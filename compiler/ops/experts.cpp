@@ -43,6 +43,11 @@ ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept {
   return t;
 }
 
+int experts_one_token_threads(const ExpertsSpec& s, const ExpertsTiling& t) noexcept {
+  const int slots = std::max(1, 16 / t.split2);
+  return 32 * static_cast<int>(std::min<std::int64_t>(s.topk, slots)) * t.split2;
+}
+
 namespace {
 
 // The largest of `choices` that divides n, or 0.
@@ -144,7 +149,11 @@ std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch)
       {std::string(kExpertsGemm1Large), fmt::format("moejit::experts_gemm1_kernel<{}>", kExpertsLargeTile / 8), std::string(kGemmArgs)},
       {std::string(kExpertsGemm2Small), fmt::format("moejit::experts_gemm2_kernel<{}>", kExpertsSmallTile / 8), std::string(kGemmArgs)},
       {std::string(kExpertsGemm2Large), fmt::format("moejit::experts_gemm2_kernel<{}>", kExpertsLargeTile / 8), std::string(kGemmArgs)}};
-  if (!s.masked()) kernels.push_back({std::string(kExpertsCombine), "moejit::experts_combine_kernel", "moejit::ExpertsCombineArgs"});
+  if (!s.masked()) {
+    kernels.push_back({std::string(kExpertsCombine), "moejit::experts_combine_kernel", "moejit::ExpertsCombineArgs"});
+    kernels.push_back({std::string(kExpertsGemm1One), "moejit::experts_gemm1_kernel<1, true>", std::string(kGemmArgs)});
+    kernels.push_back({std::string(kExpertsGemm2One), "moejit::experts_gemm2_one_kernel", std::string(kGemmArgs)});
+  }
   stub.emit(c, kernels);
   std::vector<Contract> out = {c};
 

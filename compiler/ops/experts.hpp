@@ -53,6 +53,8 @@ inline constexpr std::string_view kExpertsGemm1Large = "gemm1_n32";
 inline constexpr std::string_view kExpertsGemm2Small = "gemm2_n8";
 inline constexpr std::string_view kExpertsGemm2Large = "gemm2_n32";
 inline constexpr std::string_view kExpertsCombine = "combine";
+inline constexpr std::string_view kExpertsGemm1One = "gemm1_one";  ///< one token (standard layout): no metadata
+inline constexpr std::string_view kExpertsGemm2One = "gemm2_one";  ///< one token: GEMM2 and the combine
 inline constexpr std::string_view kExpertsGather = "gather";
 inline constexpr std::string_view kExpertsCount = "count";  ///< the sort over many blocks (prefill, standard)
 inline constexpr std::string_view kExpertsScan = "scan";
@@ -63,6 +65,9 @@ inline constexpr std::string_view kExpertsPrefill1 = "gemm1_wgmma";
 inline constexpr std::string_view kExpertsPrefill2 = "gemm2_wgmma";
 inline constexpr int kExpertsMetaThreads = 1024;
 inline constexpr int kExpertsCombineThreads = 256;
+/// Threads of the one-token GEMM2's CTA (experts.cuh's one_token_warps), which takes 16 output columns.
+int experts_one_token_threads(const ExpertsSpec& s, const ExpertsTiling& t) noexcept;
+inline constexpr int kExpertsOneTokenColumns = 16;
 
 /// The decode contract (metadata, streamer GEMMs, combine) and, on sm_90a where the shape allows,
 /// the prefill contract (gather, wgmma GEMMs): two compilations, run side by side at warmup.

@@ -299,6 +299,10 @@ TEST_CASE("experts: the prefill contract exists on sm_90a where a wgmma N divide
   CHECK_FALSE(both[1].has_kernel("gather"));
   const auto on_input = spec_of(R"("hidden": 7168, "intermediate": 2048, "num_experts": 256, "topk": 8, "apply_router_weight_on_input": true)");
   CHECK(contracts(*on_input, "sm_90a")[1].has_kernel("gather"));
+  // One token: GEMM1 with each slot its own tile and GEMM2 with the combine, in the decode
+  // contract of the standard layout (the masked layout below has no slots).
+  CHECK(both[0].has_kernel("gemm1_one"));
+  CHECK(both[0].has_kernel("gemm2_one"));
   CHECK(contracts(*dsv3, "sm_100a").size() == 1);  // wgmma is sm_90a's; tcgen05 is not written
   // GPT-OSS (2880 = 64 x 45): 120 h columns a GEMM1 tile (N 240), GEMM2's N 240.
   const auto gpt = contracts(*spec_of(R"("hidden": 2880, "intermediate": 2880, "num_experts": 128, "topk": 4)"), "sm_90a");
@@ -312,4 +316,6 @@ TEST_CASE("experts: the prefill contract exists on sm_90a where a wgmma N divide
       "max_tokens": 64, "activation": {"kind": "silu"}})", "t.json").ops[0], "sm_90a");
   REQUIRE(masked.size() == 2);
   CHECK_FALSE(masked[1].has_kernel("gather"));
+  CHECK_FALSE(masked[0].has_kernel("gemm1_one"));
+  CHECK_FALSE(masked[0].has_kernel("gemm2_one"));
 }
