@@ -198,24 +198,10 @@ __device__ __forceinline__ void store_h(const ExpertsPrefillArgs& a, const Exper
   }
 }
 
-/// The router weights of rows row0 and row0 + 8 of a GEMM2 tile where they apply (else weight is
-/// left as it is), asked for before the unit's k blocks: their two dependent loads are then not
-/// the epilogue's wait.
-template <class C>
-__device__ __forceinline__ void router_weights(const ExpertsPrefillArgs& a, const ExpertsTile& tile, int row0, float (&weight)[2]) {
-  if constexpr (!C::kMasked && !C::kWeightOnInput) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      if (row0 + 8 * half < tile.rows) weight[half] = a.topk_weights[a.sorted[tile.row + row0 + 8 * half]];
-    }
-  }
-}
-
-/// GEMM2's epilogue: output columns of tile unit (tile, n), the bias and router weight (of rows
-/// row0 and row0 + 8) applied.
+/// GEMM2's epilogue: output columns of tile unit (tile, n), the bias and router weight applied.
 template <class C, int kR>
 __device__ __forceinline__ void store_o(const ExpertsPrefillArgs& a, const ExpertsTile& tile, int n, const float (&acc)[kR], int row0,
-                                        int q, const float (&weight)[2], unsigned char* staging) {
+                                        int q, unsigned char* staging) {
   using T = typename C::T;
   T* o = static_cast<T*>(a.out);
   const T* bias = C::kBias ? static_cast<const T*>(a.bias) + static_cast<long long>(tile.expert) * C::kH + n * C::kN2 : nullptr;
@@ -223,6 +209,13 @@ __device__ __forceinline__ void store_o(const ExpertsPrefillArgs& a, const Exper
   // o's rows are in sorted order (the combine finds a pair's through position), y's are the tile's.
   unsigned long long dst = 0;  // lane < 16: row base + lane's first output column
   if (lane < 16 && base + lane < tile.rows) dst = reinterpret_cast<unsigned long long>(o + static_cast<long long>(tile.row + base + lane) * C::kH + n * C::kN2);
+  float weight[2] = {1.0f, 1.0f};  // of rows row0 and row0 + 8
+  if constexpr (!C::kMasked && !C::kWeightOnInput) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      if (row0 + 8 * half < tile.rows) weight[half] = a.topk_weights[a.sorted[tile.row + row0 + 8 * half]];
+    }
+  }
   store_staged<T, C::kN2>(staging, &a.c, tile.row + base, n * C::kN2, base + 16 <= tile.rows, dst, lane, [&](int j, int half) {
     float v[2];
 #pragma unroll
@@ -522,8 +515,6 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
         continue;
       }
       pin(acc);  // the last tile's epilogue reads before the first wgmma writes
-      float weight[2] = {1.0f, 1.0f};
-      if constexpr (kGemm == 2) router_weights<C>(a, w.tile, row0, weight);
       int held = s;
       for (int kb = 0; kb < S::kKBlocks; ++kb, ++it) {
         s = it % S::kStages;
@@ -548,7 +539,7 @@ __global__ void __launch_bounds__(prefill::kThreads, 1) experts_prefill_kernel(c
       if constexpr (kGemm == 1) {
         store_h<C>(a, w.tile, w.n, acc, row0, q, mine);
       } else {
-        store_o<C>(a, w.tile, w.n, acc, row0, q, weight, mine);
+        store_o<C>(a, w.tile, w.n, acc, row0, q, mine);
       }
     }
     // The TMA stores done before the CTA (and its staging) goes.
