@@ -388,7 +388,7 @@ __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_ge
   constexpr int kSlotWarps = one_token_warps<C>() / C::kSplit2, kSplit = C::kSplit2, kU = pipeline_depth<1>();
   constexpr int kBlocks = C::kI / kBlockK / kSplit, kRounds = (C::kK + kSlotWarps - 1) / kSlotWarps;
   __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kSlotWarps * 32 * 4];
-  __shared__ float o[C::kK][16];  // each slot's rounded o (0 where the slot is invalid)
+  __shared__ float o[C::kK][16];  // each valid slot's rounded o
   __shared__ bool valid[C::kK];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int slot_warp = warp % kSlotWarps, split = warp / kSlotWarps, g = lane / 4, q = lane % 4;
@@ -407,7 +407,8 @@ __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_ge
       stream_mma<T, 1, kU, kBlocks, false>(a0, a1, b, scale, acc, [] { wait_for_primary(); });  // h
     }
     if (round == 0) launch_dependents();  // every thread, whether or not its slot streamed
-    // Partial sums in split order, as reduce_splits adds them (its layout: kGroups = kSlotWarps).
+    // Partial sums in split order, as reduce_splits adds them (its layout: kGroups = kSlotWarps),
+    // written out here: through reduce_splits Kimi-K3 tp 1's instance spills 12 bytes.
     if constexpr (kSplit > 1) {
       if (split > 0) {
 #pragma unroll
