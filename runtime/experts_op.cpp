@@ -82,8 +82,16 @@ class ExpertsOp final : public Op {
     gemm2_[1] = load(kExpertsGemm2Large, threads2);
     if (!spec_.masked()) {
       combine_ = load(kExpertsCombine, kExpertsCombineThreads);
-      one_[0] = load(kExpertsGemm1One, 32 * tiling_.split1);
-      one_[1] = load(kExpertsGemm2One, experts_one_token_threads(spec_, tiling_));
+      auto gemm1 = load(kExpertsGemm1One, 32 * tiling_.split1);
+      auto gemm2 = load(kExpertsGemm2One, experts_one_token_threads(spec_, tiling_));
+      if (context.options().experts_stash) {
+        const auto& d = context.device();
+        stash_slots_ = experts_one_token_stash_slots(spec_, {d.sm_count, d.max_shared_per_sm, d.max_shared_per_block,
+                                                             gemm2->info().resources.shared_bytes});
+      }
+      if (stash_slots_ > 0) gemm2->set_block(gemm2->block(), static_cast<unsigned>(experts_one_token_stash_bytes(spec_, stash_slots_)));
+      one_[0] = std::move(gemm1);
+      one_[1] = std::move(gemm2);
     }
     if (prefill_.ok) {
       const auto& w = all.at(1);
@@ -258,14 +266,14 @@ class ExpertsOp final : public Op {
   }
 
   // One token: GEMM1 with each slot its own tile (no metadata), then GEMM2 and the combine in one
-  // kernel writing y.
+  // kernel writing y; GEMM2's CTAs stash their first slots' weights while GEMM1 runs.
   void launch_one(std::span<const Buffer> b, CUstream stream, const LaunchHints& hints) const {
     const auto* weights = static_cast<const float*>(at(b, weights_));
     const auto* map = static_cast<const int*>(at(b, map_));
     const ExpertsGemmArgs g1{at(b, x_), at(b, w13_), at(b, b13_), weights, nullptr, nullptr, nullptr, h_.ptr(), 1, at(b, ids_), map};
     one_[0]->launch({static_cast<unsigned>(spec_.topk), static_cast<unsigned>(spec_.intermediate / 8), 1}, g1, stream, pdl_ || hints.chained);
     const ExpertsGemmArgs g2{h_.ptr(), at(b, w2_), at(b, b2_), weights, nullptr, nullptr, nullptr, b[static_cast<std::size_t>(y_)].ptr, 1,
-                             at(b, ids_), map};
+                             at(b, ids_), map, stash_slots_};
     one_[1]->launch({static_cast<unsigned>(spec_.hidden / kExpertsOneTokenColumns), 1, 1}, g2, stream, true);
   }
 
@@ -322,6 +330,7 @@ class ExpertsOp final : public Op {
   const Driver& driver_;
   int sm_count_;
   std::int64_t crossover_ = 0;
+  int stash_slots_ = 0;  ///< the one-token GEMM2's stashed slots (experts_one_token_stash_slots)
   std::shared_ptr<const Kernel> meta_, combine_, gather_;
   std::shared_ptr<const Kernel> gemm1_[2], gemm2_[2];  ///< small tiles, large tiles
   std::shared_ptr<const Kernel> one_[2];               ///< one token: GEMM1, GEMM2 and the combine

@@ -48,6 +48,19 @@ int experts_one_token_threads(const ExpertsSpec& s, const ExpertsTiling& t) noex
   return 32 * static_cast<int>(std::min<std::int64_t>(s.topk, slots)) * t.split2;
 }
 
+std::int64_t experts_one_token_stash_bytes(const ExpertsSpec& s, int slots) noexcept {
+  return static_cast<std::int64_t>(slots) * (32 + 2) * s.intermediate;  // 16 w2 rows and an h row
+}
+
+int experts_one_token_stash_slots(const ExpertsSpec& s, const OneTokenResidency& r) noexcept {
+  if (s.masked() || r.sm_count <= 0) return 0;
+  const auto per_sm = [&](std::int64_t ctas) { return (ctas + r.sm_count - 1) / r.sm_count; };
+  const std::int64_t each = r.shared_per_sm / per_sm(s.hidden / kExpertsOneTokenColumns) - kReservedSharedPerBlock;
+  const std::int64_t dynamic = std::min<std::int64_t>(each, r.shared_per_block) - r.gemm2_static;
+  const std::int64_t slots = dynamic / experts_one_token_stash_bytes(s, 1);
+  return static_cast<int>(std::clamp<std::int64_t>(slots, 0, s.topk));
+}
+
 namespace {
 
 // The largest of `choices` that divides n, or 0.

@@ -69,6 +69,23 @@ inline constexpr int kExpertsCombineThreads = 256;
 int experts_one_token_threads(const ExpertsSpec& s, const ExpertsTiling& t) noexcept;
 inline constexpr int kExpertsOneTokenColumns = 16;
 
+/// The SMs a one-token GEMM2 lands on.
+struct OneTokenResidency {
+  int sm_count = 0;
+  int shared_per_sm = 0;     ///< bytes an SM has for its CTAs' shared memory
+  int shared_per_block = 0;  ///< the opt-in maximum a CTA may take, static included
+  int gemm2_static = 0;      ///< the one-token GEMM2's static shared memory
+};
+/// Shared memory the driver reserves for each resident CTA (sm_80 and later).
+inline constexpr int kReservedSharedPerBlock = 1024;
+/// The slots whose w2 rows (and h row) the one-token GEMM2 stashes in shared memory before h is
+/// ready (templates/experts.cuh's Stash): as many as fit when the SMs hold the whole grid at once
+/// (its CTAs take the SMs GEMM1 leaves: an SM changes its shared-memory carveout only once idle);
+/// 0 for the masked layout.
+int experts_one_token_stash_slots(const ExpertsSpec& s, const OneTokenResidency& r) noexcept;
+/// The dynamic shared memory of a one-token GEMM2 that stashes `slots` slots.
+std::int64_t experts_one_token_stash_bytes(const ExpertsSpec& s, int slots) noexcept;
+
 /// The decode contract (metadata, streamer GEMMs, combine) and, on sm_90a where the shape allows,
 /// the prefill contract (gather, wgmma GEMMs): two compilations, run side by side at warmup.
 std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch);

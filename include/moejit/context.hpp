@@ -28,6 +28,7 @@ struct DeviceInfo {
   std::string arch;  ///< the NVRTC target: "sm_90a" on H100/H200, "sm_100a" on B200
   int sm_count = 0;
   int max_shared_per_block = 0;  ///< opt-in maximum, bytes
+  int max_shared_per_sm = 0;     ///< bytes an SM has for its resident CTAs
   int l2_bytes = 0;
   /// DRAM bandwidth by the data sheet's arithmetic: memory clock x 2 (double data rate) x bus
   /// width. The yardsticks measure what kernels actually reach.

@@ -365,6 +365,7 @@ NB_MODULE(_moejit, m) {
       .def_ro("sm_count", &DeviceInfo::sm_count)
       .def_ro("l2_bytes", &DeviceInfo::l2_bytes)
       .def_ro("max_shared_per_block", &DeviceInfo::max_shared_per_block)
+      .def_ro("max_shared_per_sm", &DeviceInfo::max_shared_per_sm)
       .def_ro("hbm_peak_bytes_per_s", &DeviceInfo::hbm_peak_bytes_per_s)
       .def_prop_ro("cc", [](const DeviceInfo& d) { return nb::make_tuple(d.cc_major, d.cc_minor); });
 

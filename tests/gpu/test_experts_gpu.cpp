@@ -34,6 +34,16 @@ Context& prefill_context() {
   return context;
 }
 
+// Experts ops loaded here run one token without the GEMM2 stash (MOEJIT_EXPERTS_STASH=0).
+Context& no_stash_context() {
+  static Context context([] {
+    auto o = Options::from_environment();
+    o.experts_stash = false;
+    return o;
+  }(), 0);  // NOTE: test scaffolding, one per process
+  return context;
+}
+
 // Checks `op` at every T of `tokens` (inputs filled once at the largest T: weights are up to tens
 // of GB) and prints the whole case on failure.
 void check_prefixes(const Op& op, const std::vector<std::int64_t>& tokens, int variant, std::uint64_t seed,
@@ -220,6 +230,43 @@ TEST_CASE("experts give the same bits at every run and every CUDA graph replay",
         INFO("T=" << tokens << " replay " << replay);
         CHECK(again == first);
       }
+    }
+  }
+}
+
+TEST_CASE("experts: one token gives the four kernels' bits, with and without the GEMM2 stash", "[gpu][experts]") {
+  // Token 0 of a T = 2 call (metadata, GEMM1, GEMM2, combine) against the one-token kernels on the
+  // same inputs; the stash's shape (Qwen3-30B-A3B: every slot; Kimi-K3 tp 8: some) and a shape
+  // with an expert map, biases and invalid ids.
+  const auto ops = test::warm({
+      R"({"op": "experts", "hidden": 2048, "intermediate": 768, "num_experts": 128, "topk": 8, "activation": {"kind": "silu"}})",
+      R"({"op": "experts", "hidden": 3584, "intermediate": 384, "num_experts": 896, "topk": 16, "activation": {"kind": "situ", "beta": 4.0, "linear_beta": 25.0}})",
+      R"({"op": "experts", "hidden": 320, "intermediate": 192, "num_experts": 9, "topk": 3, "global_experts": 20, "bias": true, "activation": {"kind": "swiglu_oai", "interleaved": true}})",
+  });
+  for (const auto& spec : ops) {
+    for (int variant = 0; variant < 2; ++variant) {
+      INFO(spec->canonical_json() << " variant " << variant);
+      reference::Rng rng(static_cast<std::uint64_t>(11 + variant));
+      auto host = reference::make_tensors(*spec, 2);
+      harness().fill_inputs(*spec, host, 2, rng, variant);
+      const std::size_t y = host.size() - 1;
+      const std::size_t row = host[y].bytes() / 2;
+      // Both contexts are the device's primary context: one upload serves them.
+      const auto device = tools::upload(gpu_context().driver(), host);
+      detail::Stream stream(gpu_context().driver());
+      std::vector<std::byte> results[3];
+      int i = 0;
+      for (auto [ctx, tokens] : {std::pair{&gpu_context(), 2}, {&gpu_context(), 1}, {&no_stash_context(), 1}}) {
+        const auto op = ctx->load(spec);
+        MOEJIT_CU(gpu_context().driver(), cuMemsetD8Async(device.buffers[y].address(), 0x5A, host[y].bytes(), stream.get()));
+        op->launch(device.bindings, tokens, stream.get());
+        stream.synchronize();
+        results[i].resize(row);
+        device.buffers[y].download(results[i].data(), row);
+        ++i;
+      }
+      CHECK(results[1] == results[0]);
+      CHECK(results[2] == results[0]);
     }
   }
 }

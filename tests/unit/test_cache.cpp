@@ -832,6 +832,15 @@ TEST_CASE("MOEJIT_PDL=1 turns programmatic dependent launch on; any other value 
   CHECK_FALSE(Options::from_environment().programmatic_launch);
 }
 
+TEST_CASE("MOEJIT_EXPERTS_STASH=0 turns the one-token GEMM2's weight stash off; it is on otherwise", "[options]") {
+  ::setenv("MOEJIT_EXPERTS_STASH", "0", 1);
+  CHECK_FALSE(Options::from_environment().experts_stash);
+  ::setenv("MOEJIT_EXPERTS_STASH", "1", 1);
+  CHECK(Options::from_environment().experts_stash);
+  ::unsetenv("MOEJIT_EXPERTS_STASH");
+  CHECK(Options::from_environment().experts_stash);
+}
+
 TEST_CASE("MOEJIT_EXPERTS_PATH picks the experts' GEMMs: auto, decode or prefill; anything else is an error", "[options]") {
   ::setenv("MOEJIT_EXPERTS_PATH", "decode", 1);
   CHECK(Options::from_environment().experts_path == Options::ExpertsPath::decode);

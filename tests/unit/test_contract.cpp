@@ -8,6 +8,8 @@
 #include "compiler/embedded_templates.hpp"
 #include "compiler/key.hpp"
 #include "compiler/nvrtc.hpp"
+#include "compiler/ops/experts.hpp"
+#include "spec/ops/experts.hpp"
 #include "compiler/ops/latent_tail.hpp"
 #include "compiler/ops/routing.hpp"
 #include "templates/latent_tail_args.h"
@@ -318,4 +320,28 @@ TEST_CASE("experts: the prefill contract exists on sm_90a where a wgmma N divide
   CHECK_FALSE(masked[1].has_kernel("gather"));
   CHECK_FALSE(masked[0].has_kernel("gemm1_one"));
   CHECK_FALSE(masked[0].has_kernel("gemm2_one"));
+}
+
+TEST_CASE("experts: the one-token GEMM2 stashes the slots that fit beside GEMM1 on the SMs", "[contract][experts]") {
+  const auto spec_of = [](const std::string& fields) {
+    return std::dynamic_pointer_cast<const ExpertsSpec>(
+        parse_spec(R"({"op": "experts", )" + fields + R"(, "activation": {"kind": "silu"}})", "t.json").ops[0]);
+  };
+  // An H200: 132 SMs of 228 KB; the one-token GEMM2's static shared memory as compiled for sm_90a.
+  const auto h200 = [](int gemm2_static) { return OneTokenResidency{132, 233472, 232448, gemm2_static}; };
+  // Qwen3-30B-A3B: 128 GEMM2 CTAs, one an SM, each with all 8 slots (34 KB a slot).
+  const auto qwen3 = spec_of(R"("hidden": 2048, "intermediate": 768, "num_experts": 128, "topk": 8)");
+  CHECK(experts_one_token_stash_slots(*qwen3, h200(528)) == 8);
+  CHECK(experts_one_token_stash_bytes(*qwen3, 8) == 8 * 34 * 768);
+  // Kimi-K3 tp 8: 224 CTAs, two an SM: 8 of 16 slots.
+  const auto kimi = spec_of(R"("hidden": 3584, "intermediate": 384, "num_experts": 896, "topk": 16)");
+  CHECK(experts_one_token_stash_slots(*kimi, h200(1040)) == 8);
+  // DeepSeek-V3: a slot (136 KB) does not fit the four CTAs an SM holds.
+  const auto dsv3 = spec_of(R"("hidden": 7168, "intermediate": 2048, "num_experts": 256, "topk": 8)");
+  CHECK(experts_one_token_stash_slots(*dsv3, h200(4624)) == 0);
+  // No SMs known, or the masked layout (no one-token kernels): nothing.
+  CHECK(experts_one_token_stash_slots(*qwen3, {}) == 0);
+  const auto masked = parse_spec(R"({"op": "experts", "layout": "masked", "hidden": 512, "intermediate": 256, "num_experts": 4,
+      "max_tokens": 64, "activation": {"kind": "silu"}})", "t.json").ops[0];
+  CHECK(experts_one_token_stash_slots(dynamic_cast<const ExpertsSpec&>(*masked), h200(528)) == 0);
 }
