@@ -17,6 +17,7 @@ struct ExpertsTiling {
   int split1 = 1;   ///< GEMM1: warps splitting H
   int groups2 = 4;  ///< GEMM2: warps of 16 w2 rows (16 output columns) a CTA
   int split2 = 1;   ///< GEMM2: warps splitting I
+  int ring = 4;     ///< k blocks in flight a warp, where a GEMM's tiles take one n8 block of rows
 };
 ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept;
 
