@@ -266,7 +266,7 @@ class ExpertsOp final : public Op {
   }
 
   // One token: GEMM1 with each slot its own tile (no metadata), then GEMM2 and the combine in one
-  // kernel writing y; GEMM2's CTAs stash their first slots' weights while GEMM1 runs.
+  // kernel writing y, its CTAs stashing their first slots' weights as they take the SMs GEMM1 leaves.
   void launch_one(std::span<const Buffer> b, CUstream stream, const LaunchHints& hints) const {
     const auto* weights = static_cast<const float*>(at(b, weights_));
     const auto* map = static_cast<const int*>(at(b, map_));
