@@ -52,7 +52,13 @@ Options Options::from_environment() {
   o.jobs = std::clamp(std::thread::hardware_concurrency(), 1u, kMaxJobs);
   if (auto jobs = env("MOEJIT_JOBS"); !jobs.empty()) o.jobs = parse_jobs(jobs);
   o.programmatic_launch = env("MOEJIT_PDL") == "1";
-  o.experts_stash = env("MOEJIT_EXPERTS_STASH") != "0";
+  if (auto stash = env("MOEJIT_EXPERTS_STASH"); !stash.empty()) {
+    if (stash != "0" && stash != "1") {
+      throw Error({.kind = ErrorKind::usage, .message = "invalid environment variable", .pointer = "MOEJIT_EXPERTS_STASH",
+                   .found = fmt::format("'{}'", stash), .expected = "0 or 1 (or unset)"});
+    }
+    o.experts_stash = stash == "1";
+  }
   if (auto path = env("MOEJIT_EXPERTS_PATH"); !path.empty()) {
     if (path == "auto") {
       o.experts_path = ExpertsPath::automatic;

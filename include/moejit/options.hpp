@@ -31,9 +31,9 @@ struct Options {
   /// give results within numerics.md's bounds, not the same bits.
   enum class ExpertsPath { automatic, decode, prefill };
   ExpertsPath experts_path = ExpertsPath::automatic;
-  /// Let the experts' one-token GEMM2 stash its first slots' weights in shared memory while GEMM1
-  /// runs (templates/experts.cuh). The same bits either way; $MOEJIT_EXPERTS_STASH=0 turns it off,
-  /// for A/B benchmarks.
+  /// Let the experts' one-token GEMM2 stash its first slots' weights in shared memory before
+  /// GEMM1's h is ready (templates/experts.cuh). The same bits either way;
+  /// $MOEJIT_EXPERTS_STASH = 0 | 1 (the default), for A/B benchmarks.
   bool experts_stash = true;
 
   /// Reads the environment. Throws moejit::Error (usage) naming the variable when a value is

@@ -832,11 +832,20 @@ TEST_CASE("MOEJIT_PDL=1 turns programmatic dependent launch on; any other value 
   CHECK_FALSE(Options::from_environment().programmatic_launch);
 }
 
-TEST_CASE("MOEJIT_EXPERTS_STASH=0 turns the one-token GEMM2's weight stash off; it is on otherwise", "[options]") {
+TEST_CASE("MOEJIT_EXPERTS_STASH=0 turns the one-token GEMM2's weight stash off, 1 or unset on; anything else is an error", "[options]") {
   ::setenv("MOEJIT_EXPERTS_STASH", "0", 1);
   CHECK_FALSE(Options::from_environment().experts_stash);
   ::setenv("MOEJIT_EXPERTS_STASH", "1", 1);
   CHECK(Options::from_environment().experts_stash);
+  ::setenv("MOEJIT_EXPERTS_STASH", "off", 1);
+  try {
+    (void)Options::from_environment();
+    FAIL("no error for MOEJIT_EXPERTS_STASH=off");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::usage);
+    CHECK(e.fields().pointer == "MOEJIT_EXPERTS_STASH");
+    CHECK(e.fields().found == "'off'");
+  }
   ::unsetenv("MOEJIT_EXPERTS_STASH");
   CHECK(Options::from_environment().experts_stash);
 }
