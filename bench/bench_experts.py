@@ -4,10 +4,12 @@ uniform and skewed routing (every token's first slot on one expert), against its
 bytes of the experts a batch touches (moejit's `bytes`: the experts the batch's ids really hit,
 plus x, ids, weights, y) over the streaming-read bandwidth of the same run -- and beside torch on
 the same shapes, timed alike (common.py): `torch._grouped_mm` (sort, gather, two grouped GEMMs,
-the activation, the router weight, a scatter-add; captured in a graph) and, eagerly, the
-per-expert loop a user writes (host syncs included: it cannot be captured).
+the activation, the router weight, a scatter-add; captured in a graph), the same function through
+torch.compile with static shapes (the anchor), and, eagerly, the per-expert loop a user writes
+(host syncs included: it cannot be captured). With moejit's Python package importable, each
+kernel of the op too (CUPTI through torch.profiler, eager calls, uniform routing).
 
-  python3 bench/bench_experts.py [--moejit .carry/moejit] [--json experts.json]
+  PYTHONPATH=.carry/python python3 bench/bench_experts.py [--moejit .carry/moejit] [--json experts.json]
 """
 import argparse
 import json
@@ -19,7 +21,15 @@ import common
 SPEC = os.path.join(common.SPECS, "experts.json")
 DECODE = [1, 8, 32, 64]
 PREFILL = [512, 4096]
-HEADERS = ["op", "inputs", "T", "moejit us", "% floor", "TFLOP/s", "grouped_mm us", "x grouped_mm", "loop us (eager)"]
+HEADERS = ["op", "inputs", "T", "moejit us", "% floor", "TFLOP/s", "compile us", "x compile", "grouped_mm us", "x grouped_mm",
+           "loop us (eager)"]
+KERNEL_HEADERS = ["op", "T", "path", "metadata us", "GEMM1 us", "GEMM2 us", "combine us"]
+# The op's stages, by kernel name (common.kernel_name): what each launch of a call does.
+STAGES = (("metadata", ("experts_meta_kernel", "experts_count_kernel", "experts_scan_kernel", "experts_rank_kernel",
+                        "experts_gather_kernel")),
+          ("GEMM1", ("experts_gemm1_kernel", "experts_prefill_kernel<1>")),
+          ("GEMM2", ("experts_gemm2_kernel", "experts_gemm2_one_kernel", "experts_prefill_kernel<2>")),
+          ("combine", ("experts_combine_kernel",)))
 
 
 def parse_args(argv=None):
@@ -28,6 +38,7 @@ def parse_args(argv=None):
     p.add_argument("--spec", default=SPEC, help="experts benchmark spec (default: %(default)s)")
     p.add_argument("--tokens", type=common.token_list, default=DECODE + PREFILL, help="T, comma-separated (default: %(default)s)")
     p.add_argument("--ops", default="", help="ops of the spec (default: its standard-layout experts ops)")
+    p.add_argument("--no-kernels", action="store_true", help="skip the per-kernel times (moejit's Python package)")
     return p.parse_args(argv)
 
 
@@ -110,26 +121,70 @@ def inputs_for(op, tokens, skewed, seed):
     return x, ids.contiguous(), w
 
 
+def stage_times(kernels):
+    """{stage: us} of common.kernel_times' {kernel: us}, and the path ("one token", "decode" or
+    "prefill") its kernels say the call took."""
+    out = {}
+    for stage, names in STAGES:
+        picked = [us for k, us in kernels.items() if any(k == n or k.startswith(n + "<") for n in names)]
+        out[stage] = sum(picked) if picked else None
+    if any(k.startswith("experts_prefill_kernel") for k in kernels):
+        path = "prefill"
+    elif "experts_gemm2_one_kernel" in kernels:
+        path = "one token"
+    else:
+        path = "decode"
+    return out, path
+
+
+def time_kernels(spec_path, op, tokens):
+    """{T: common.kernel_times of moejit's op} (uniform routing), through moejit's Python package;
+    {} with one line saying why where it does not import."""
+    import torch
+    try:
+        import moejit
+    except ImportError as e:
+        print(f"  per-kernel times skipped: {e} (PYTHONPATH=.carry/python)", flush=True)
+        return {}
+    E, H, I = op["num_experts"], op["hidden"], op["intermediate"]
+    w13 = torch.empty(E, 2 * I, H, device="cuda", dtype=torch.bfloat16).uniform_(-0.02, 0.02)
+    w2 = torch.empty(E, H, I, device="cuda", dtype=torch.bfloat16).uniform_(-0.02, 0.02)
+    fn = moejit.Context().load(moejit.load_spec(spec_path).op(op["_name"]))
+    out = {}
+    for t in tokens:
+        x, ids, w = inputs_for(op, t, False, seed=t)
+        ids = ids.to(torch.int64 if op.get("ids_dtype") == "int64" else torch.int32)
+        y = torch.empty(t, H, device="cuda", dtype=torch.bfloat16)
+        out[t] = common.kernel_times(lambda: fn(x=x, topk_ids=ids, topk_weights=w, w13=w13, w2=w2, y=y), "experts_")
+        print(f"  {op['_name']} T={t} kernels: " + ", ".join(f"{k} {us:.1f} us" for k, us in sorted(out[t].items())), flush=True)
+    del w13, w2
+    torch.cuda.empty_cache()
+    return out
+
+
 def time_torch(op, tokens, calls, replays):
-    """{(T, inputs): {"grouped", "loop"}} for one op (its weights allocated once)."""
+    """{(T, inputs): {"grouped", "compile", "loop"}} for one op (its weights allocated once)."""
     import torch
     E, H, I = op["num_experts"], op["hidden"], op["intermediate"]
     w13 = torch.empty(E, 2 * I, H, device="cuda", dtype=torch.bfloat16).uniform_(-0.02, 0.02)
     w2 = torch.empty(E, H, I, device="cuda", dtype=torch.bfloat16).uniform_(-0.02, 0.02)
     grouped, loop = make_torch(op)
+    compiled = common.compile_static(grouped)
     times = {}
     for t in tokens:
         for inputs in ("uniform", "skewed"):
             x, ids, w = inputs_for(op, t, inputs == "skewed", seed=t)
             label = f"torch {op['_name']} T={t} {inputs}"
-            entry = {"grouped": common.try_time_us(label + " grouped_mm", grouped, [(x, ids, w, w13, w2)], calls, replays)}
+            entry = {"grouped": common.try_time_us(label + " grouped_mm", grouped, [(x, ids, w, w13, w2)], calls, replays),
+                     "compile": common.try_time_us(label + " torch.compile", compiled, [(x, ids, w, w13, w2)], calls, replays)}
             try:
                 entry["loop"] = common.eager_us(lambda: loop(x, ids, w, w13, w2), 3 if t <= 64 else 1, 3)
             except Exception as e:  # noqa: BLE001
                 print(f"  {label} loop failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
                 entry["loop"] = None
             times[(t, inputs)] = entry
-            print(f"  {label}: grouped_mm {common.fmt_num(entry['grouped'])} us, loop {common.fmt_num(entry['loop'])} us", flush=True)
+            print(f"  {label}: grouped_mm {common.fmt_num(entry['grouped'])} us, compile {common.fmt_num(entry['compile'])} us, "
+                  f"loop {common.fmt_num(entry['loop'])} us", flush=True)
     del w13, w2
     torch.cuda.empty_cache()
     return times
@@ -145,14 +200,31 @@ def rows_of(runs, torch_times, y):
             rows.append({"op": r["op"], "inputs": inputs, "tokens": t, "moejit_us": us, "bytes": r["bytes"],
                          "floor_fraction": common.fraction(r["bytes"], us, y["read_GBps"]),
                          "tflops": flops / (us * 1e-6) / 1e12 if flops else None,
+                         "compile_us": tt.get("compile"), "x_compile": tt["compile"] / us if tt.get("compile") else None,
                          "grouped_us": tt.get("grouped"), "x_grouped": tt["grouped"] / us if tt.get("grouped") else None,
                          "loop_us": tt.get("loop")})
     return rows
 
 
+def kernel_rows(kernel_times):
+    """One row per (op, T) of {op: {T: {kernel: us}}}: the path and each stage's us."""
+    rows = []
+    for op, by_t in kernel_times.items():
+        for t, kernels in by_t.items():
+            stages, path = stage_times(kernels)
+            rows.append({"op": op, "tokens": t, "path": path, "stages_us": stages, "kernels_us": kernels})
+    return rows
+
+
+def kernel_table(rows):
+    return common.markdown_table(KERNEL_HEADERS, [[r["op"], r["tokens"], r["path"]] + [common.fmt_num(r["stages_us"][s]) for s, _ in STAGES]
+                                                  for r in rows])
+
+
 def table(rows):
     cells = [[r["op"], r["inputs"], r["tokens"], common.fmt_num(r["moejit_us"]), common.fmt_pct(r["floor_fraction"]),
-              common.fmt_num(r["tflops"], 0), common.fmt_num(r["grouped_us"]), common.fmt_ratio(r["x_grouped"]),
+              common.fmt_num(r["tflops"], 0), common.fmt_num(r["compile_us"]), common.fmt_ratio(r["x_compile"]),
+              common.fmt_num(r["grouped_us"]), common.fmt_ratio(r["x_grouped"]),
               common.fmt_num(r["loop_us"])] for r in rows]
     return common.markdown_table(HEADERS, cells)
 
@@ -175,21 +247,30 @@ def main(argv=None):
     runs = [common.run_moejit_bench(a.moejit, a.spec, ops, a.tokens, bench + ["--inputs", inputs])
             for inputs in ("uniform", "skewed")]
     y = common.yardsticks(common.sm_copy_GBps(a.calls, a.replays), runs)
-    torch_times = {}
+    torch_times, kernels = {}, {}
+    specs = {r["op"]: dict(r.get("op_spec", {}), _name=r["op"]) for r in runs[0]["results"]}
     if not a.no_torch:
-        specs = {r["op"]: dict(r.get("op_spec", {}), _name=r["op"]) for r in runs[0]["results"]}
         for op in ops:
             torch_times[op] = time_torch(specs[op], a.tokens, a.calls, a.replays)
+    if not a.no_kernels:
+        for op in ops:
+            kernels[op] = time_kernels(a.spec, specs[op], a.tokens)
     rows = rows_of(runs, torch_times, y)
+    krows = kernel_rows({op: k for op, k in kernels.items() if k})
     print()
     print(common.yardstick_table(y))
     print(f"\nExperts, bf16, us per call (torch {common.torch_version()}; % floor = bytes of the touched experts + "
-          "activations over the streaming-read bandwidth of this run / time; x grouped_mm = torch / moejit)\n")
+          "activations over the streaming-read bandwidth of this run / time; x compile, x grouped_mm = torch / moejit; "
+          "compile = the grouped_mm version through torch.compile, static shapes)\n")
     print(table(rows))
+    if krows:
+        print("\nEach kernel, uniform routing (CUPTI, mean of 3 eager calls; under programmatic dependent launch a "
+              "kernel's span starts before the one it waits for ends, so the spans overlap)\n")
+        print(kernel_table(krows))
     lines = summary(rows, y)
     print("\n" + "\n".join(lines))
     common.write_json(a.json, {"driver": "bench_experts.py", "torch": common.torch_version(), "yardsticks": y,
-                               "rows": rows, "summary": lines, "moejit": runs})
+                               "rows": rows, "kernels": krows, "summary": lines, "moejit": runs})
     return 0
 
 

@@ -81,29 +81,6 @@ def make_inputs(torch, op, tokens, seed):
     return x, ids, w
 
 
-def kernel_times(torch, fn, calls=3):
-    """{kernel name: mean device us} of `calls` eager calls of fn."""
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    out = {}
-    for evt in prof.key_averages():
-        if "experts_" not in evt.key:
-            continue
-        total = getattr(evt, "device_time_total", None)
-        if total is None:
-            total = evt.cuda_time_total
-        name = evt.key.split("<")[0].replace("void ", "").replace("moejit::", "")
-        if "prefill_kernel" in evt.key:
-            name += "<1>" if ", 1>" in evt.key else "<2>"
-        out[name] = out.get(name, 0.0) + total / calls
-    return out
-
-
 def main(argv=None):
     a = parse_args(argv)
     import torch
@@ -138,7 +115,7 @@ def main(argv=None):
             with Clock() as clock:
                 row["prefill_us"] = common.time_us(lambda: call("prefill")(), [()], a.calls, a.replays)
                 if t in a.tokens:
-                    row["kernels_us"] = kernel_times(torch, call("prefill"))
+                    row["kernels_us"] = common.kernel_times(call("prefill"), "experts_")
             row["clock_mhz"] = clock.mhz()
             if t in a.crossover:
                 row["decode_us"] = common.time_us(lambda: call("decode")(), [()], a.calls, a.replays)
@@ -178,8 +155,7 @@ def main(argv=None):
         if "kernels_us" not in r:
             continue
         k = r["kernels_us"]
-        g1 = next((v for n, v in k.items() if n.endswith("<1>")), None)
-        g2 = next((v for n, v in k.items() if n.endswith("<2>")), None)
+        g1, g2 = k.get("experts_prefill_kernel<1>"), k.get("experts_prefill_kernel<2>")
         rest = sum(v for n, v in k.items() if "prefill_kernel" not in n)
         gemms = (g1 or 0) + (g2 or 0)
         tg = r["grouped_mm_us"]

@@ -135,6 +135,38 @@ def try_time_us(label, fn, sets, calls=CALLS, replays=REPLAYS):
         return None
 
 
+def kernel_times(fn, match, calls=3):
+    """{kernel: mean device us over `calls` eager calls of fn} (CUPTI through torch.profiler) of the
+    kernels whose names contain `match`, named by kernel_name."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for evt in prof.key_averages():
+        if match not in evt.key:
+            continue
+        total = getattr(evt, "device_time_total", None)
+        if total is None:
+            total = evt.cuda_time_total
+        name = kernel_name(evt.key)
+        out[name] = out.get(name, 0.0) + total / calls
+    return out
+
+
+def kernel_name(key):
+    """A profiler key "void ns::f<ns::Config, 1, true>(Args)" as "f<1, true>": the function without
+    namespaces, and its template arguments after the first (the generated config)."""
+    base = key.replace("void ", "").split("(")[0]
+    head, _, rest = base.partition("<")
+    args = [a.strip() for a in rest[:-1].split(",")][1:] if rest else []
+    return head.split("::")[-1] + (f"<{', '.join(args)}>" if args else "")
+
+
 def sm_copy_GBps(calls=CALLS, replays=REPLAYS):
     """The yardstick: torch's eager `dst.copy_(src)` of 1 GiB, bytes read + written per second;
     `calls` back-to-back copies between two events, median of `replays`.

@@ -347,10 +347,48 @@ class ExpertsPrefill(unittest.TestCase):
             self.assertIn(name, names)
 
 
+class Experts(unittest.TestCase):
+    def test_kernel_names(self):
+        self.assertEqual(common.kernel_name("void moejit::experts_gemm1_kernel<moejit_generated::Config, 1, true>(moejit::ExpertsGemmArgs)"),
+                         "experts_gemm1_kernel<1, true>")
+        self.assertEqual(common.kernel_name("void moejit::experts_prefill_kernel<moejit_generated::Config, 2>(moejit::ExpertsPrefillArgs)"),
+                         "experts_prefill_kernel<2>")
+        self.assertEqual(common.kernel_name("void moejit::experts_meta_kernel<moejit_generated::Config>(moejit::ExpertsMetaArgs)"),
+                         "experts_meta_kernel")
+
+    def test_stages_and_paths(self):
+        import bench_experts
+        one = {"experts_gemm1_kernel<1, true>": 16.0, "experts_gemm2_one_kernel": 12.0}
+        self.assertEqual(bench_experts.stage_times(one),
+                         ({"metadata": None, "GEMM1": 16.0, "GEMM2": 12.0, "combine": None}, "one token"))
+        decode = {"experts_meta_kernel": 3.0, "experts_gemm1_kernel<1>": 80.0, "experts_gemm2_kernel<1>": 50.0,
+                  "experts_combine_kernel": 2.0}
+        self.assertEqual(bench_experts.stage_times(decode)[1], "decode")
+        prefill = {"experts_count_kernel": 1.0, "experts_scan_kernel": 1.0, "experts_rank_kernel": 2.0,
+                   "experts_prefill_kernel<1>": 100.0, "experts_prefill_kernel<2>": 50.0, "experts_combine_kernel": 3.0}
+        stages, path = bench_experts.stage_times(prefill)
+        self.assertEqual((stages["metadata"], stages["GEMM1"], stages["GEMM2"], path), (4.0, 100.0, 50.0, "prefill"))
+        rows = bench_experts.kernel_rows({"qwen3_30b_a3b": {1: one, 8: decode}})
+        text = bench_experts.kernel_table(rows)
+        self.assertIn("| qwen3_30b_a3b | 1 | one token |", text.replace("  ", " ").replace("  ", " "))
+        self.assertEqual(len(text.splitlines()), 4)
+
+    def test_rows_with_the_anchors(self):
+        import bench_experts
+        run = fake_run([result("qwen3_30b_a3b", 1, 25.0, 75_500_000, inputs="uniform")])
+        torch_times = {"qwen3_30b_a3b": {(1, "uniform"): {"grouped": 90.0, "compile": 50.0, "loop": 2400.0}}}
+        rows = bench_experts.rows_of([run], torch_times, {"read_GBps": 4500.0})
+        self.assertAlmostEqual(rows[0]["x_compile"], 2.0)
+        self.assertAlmostEqual(rows[0]["x_grouped"], 3.6)
+        self.assertIn("2.00x", bench_experts.table(rows))
+        bare = bench_experts.rows_of([run], {}, {"read_GBps": 4500.0})
+        self.assertIsNone(bare[0]["x_compile"])
+
+
 class Scripts(unittest.TestCase):
     def test_help_needs_no_torch(self):
         for driver in ("bench_routing.py", "bench_activation.py", "bench_latent_tail.py", "bench_layer.py", "bench_python.py",
-                       "bench_experts_prefill.py"):
+                       "bench_experts_prefill.py", "bench_experts.py"):
             run = subprocess.run([sys.executable, os.path.join(HERE, driver), "--help"], capture_output=True, text=True)
             self.assertEqual(run.returncode, 0, run.stderr)
             self.assertIn("--json", run.stdout)
