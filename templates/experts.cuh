@@ -36,7 +36,7 @@
 //
 // Config (generated): kH, kI, kE, kK, kIdRange, kMasked, kHasMap, kWeightOnInput, kBias, kIds64,
 // T (= Out), activation constants (kKind, kInterleaved, kBeta, kInvBeta, kLinearBeta,
-// kInvLinearBeta, kAlpha, kLimit), kGroups1, kSplit1, kGroups2, kSplit2, kRing.
+// kInvLinearBeta, kAlpha, kLimit), kGroups1, kSplit1, kGroups2, kSplit2, kRing1, kRing2.
 
 #include "activation.cuh"
 #include "experts_args.h"
@@ -239,10 +239,11 @@ __device__ __forceinline__ bool tile_of_block(const ExpertsGemmArgs& a, ExpertsT
   return true;
 }
 
-/// Blocks in flight a warp: the contract's ring with one n8 block of rows, else pipeline_depth's.
-template <class C, int kNB>
+/// Blocks in flight a warp of GEMM kGemm: the contract's ring with one n8 block of rows, else
+/// pipeline_depth's.
+template <class C, int kGemm, int kNB>
 constexpr int ring() {
-  return kNB == 1 ? C::kRing : pipeline_depth<kNB>();
+  return kNB == 1 ? (kGemm == 1 ? C::kRing1 : C::kRing2) : pipeline_depth<kNB>();
 }
 
 /// Warps of the one-token GEMM2's CTA: kSplit2 for each of up to 16 / kSplit2 slots at a time.
@@ -314,7 +315,7 @@ __global__ void __launch_bounds__(32 * (kOne ? 1 : C::kGroups1) * C::kSplit1) ex
   using namespace experts;
   using T = typename C::T;
   // One token: twice the ring (measured on the H200: Qwen3-30B-A3B 25.7 -> 25.3 us, Kimi-K3 tp 8 43.1 -> 42.7).
-  constexpr int kGroups = kOne ? 1 : C::kGroups1, kSplit = C::kSplit1, kU = kOne ? 8 : ring<C, kNB>();
+  constexpr int kGroups = kOne ? 1 : C::kGroups1, kSplit = C::kSplit1, kU = kOne ? 8 : ring<C, 1, kNB>();
   constexpr int kBlocks = C::kH / kBlockK / kSplit;
   __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kGroups * 32 * kNB * 4];
   ExpertsTile tile;
@@ -381,7 +382,7 @@ __global__ void __launch_bounds__(32 * C::kGroups2 * C::kSplit2) experts_gemm2_k
   static_assert(experts::Checks<C>::ok);
   using namespace experts;
   using T = typename C::T;
-  constexpr int kGroups = C::kGroups2, kSplit = C::kSplit2, kU = ring<C, kNB>();
+  constexpr int kGroups = C::kGroups2, kSplit = C::kSplit2, kU = ring<C, 2, kNB>();
   constexpr int kBlocks = C::kI / kBlockK / kSplit;
   __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kGroups * 32 * kNB * 4];
   ExpertsTile tile;
@@ -444,7 +445,7 @@ __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_ge
   static_assert(!C::kMasked, "one token: standard layout");
   using namespace experts;
   using T = typename C::T;
-  constexpr int kSlotWarps = one_token_warps<C>() / C::kSplit2, kSplit = C::kSplit2, kU = ring<C, 1>();
+  constexpr int kSlotWarps = one_token_warps<C>() / C::kSplit2, kSplit = C::kSplit2, kU = ring<C, 2, 1>();
   constexpr int kBlocks = C::kI / kBlockK / kSplit, kRounds = (C::kK + kSlotWarps - 1) / kSlotWarps;
   __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kSlotWarps * 32 * 4];
   __shared__ float o[C::kK][16];  // each valid slot's rounded o

@@ -32,14 +32,16 @@ int k_splits(std::int64_t k, std::int64_t warps_at_one_token) {
 }
 }  // namespace
 
-// Rings deeper than 4 blocks, measured (H200, `moejit bench bench/specs/experts.json --op
+// GEMM1's rings deeper than 4 blocks, measured (H200, `moejit bench bench/specs/experts.json --op
 // qwen3_30b_a3b,kimi_k3_tp8 --tokens 1,8,32,64`, two rounds, one run): Kimi-K3 tp 8's shape at 8 is
-// 5% / 3.4% faster at T = 8 / 32 (264 -> 251, 799 -> 771 us) and 1% at T = 1; Qwen3-30B-A3B's at 8
-// was 24-31% slower at T = 8-64 (ptxas gave its GEMM1 46 registers: no ring left), so 4 stays the
-// default.
+// 5% / 3.4% faster at T = 8 / 32 (264 -> 251, 799 -> 771 us, both GEMMs at 8) and 1% at T = 1;
+// Qwen3-30B-A3B's at 8 was 24-31% slower at T = 8-64 (ptxas gave its GEMM1 46 registers: no ring
+// left), at 6 (107 registers) 1-1.5% slower than at 4, so 4 stays GEMM1's default. GEMM2 at 8 (its
+// ring was 4): Qwen3-30B-A3B 2.4-2.6% faster at T = 8-64 (134.7 / 273.6 / 313.6 -> 131.5 / 266.7 /
+// 305.6 us), hence 8 for every shape.
 struct RingOverride {
   std::int64_t hidden, intermediate;
-  int ring;
+  int ring1;
 };
 constexpr RingOverride kRingOverrides[] = {{3584, 384, 8}};
 
@@ -52,7 +54,7 @@ ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept {
   t.groups1 = t.split1 > 2 ? 2 : 4;
   t.groups2 = t.split2 > 2 ? 2 : 4;
   for (const auto& o : kRingOverrides) {
-    if (o.hidden == s.hidden && o.intermediate == s.intermediate) t.ring = o.ring;
+    if (o.hidden == s.hidden && o.intermediate == s.intermediate) t.ring1 = o.ring1;
   }
   return t;
 }
@@ -111,7 +113,8 @@ void common_constants(StubBuilder& stub, const ExpertsSpec& s, const ExpertsTili
       .constant("int", "kSplit1", std::to_string(t.split1))
       .constant("int", "kGroups2", std::to_string(t.groups2))
       .constant("int", "kSplit2", std::to_string(t.split2))
-      .constant("int", "kRing", std::to_string(t.ring));
+      .constant("int", "kRing1", std::to_string(t.ring1))
+      .constant("int", "kRing2", std::to_string(t.ring2));
   add_activation_constants(stub, s.activation);
 }
 
@@ -167,7 +170,8 @@ std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch)
       .set("split1", std::to_string(t.split1))
       .set("groups2", std::to_string(t.groups2))
       .set("split2", std::to_string(t.split2))
-      .set("ring", std::to_string(t.ring));
+      .set("ring1", std::to_string(t.ring1))
+      .set("ring2", std::to_string(t.ring2));
 
   StubBuilder stub("experts.cuh");
   common_constants(stub, s, t);

@@ -17,7 +17,8 @@ struct ExpertsTiling {
   int split1 = 1;   ///< GEMM1: warps splitting H
   int groups2 = 4;  ///< GEMM2: warps of 16 w2 rows (16 output columns) a CTA
   int split2 = 1;   ///< GEMM2: warps splitting I
-  int ring = 4;     ///< k blocks in flight a warp, where a GEMM's tiles take one n8 block of rows
+  int ring1 = 4;    ///< GEMM1: k blocks in flight a warp, where its tiles take one n8 block of rows
+  int ring2 = 8;    ///< GEMM2: the same (and the one-token GEMM2's slots it does not stash)
 };
 ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept;
 

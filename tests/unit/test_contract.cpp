@@ -331,15 +331,18 @@ TEST_CASE("experts: the one-token GEMM2 stashes the slots that fit beside GEMM1 
   const auto h200 = [](int gemm2_static) { return OneTokenResidency{132, 233472, 232448, gemm2_static}; };
   // Qwen3-30B-A3B: 128 GEMM2 CTAs, one an SM, each with all 8 slots (34 KB a slot).
   const auto qwen3 = spec_of(R"("hidden": 2048, "intermediate": 768, "num_experts": 128, "topk": 8)");
-  // The decode GEMMs' ring: 4 blocks, 8 where measured faster (Kimi-K3 tp 8's shape).
-  CHECK(experts_tiling(*qwen3).ring == 4);
-  CHECK(contracts(*qwen3, "sm_90a")[0].get("ring") == "4");
+  // The decode GEMMs' rings: GEMM1's 4 blocks, 8 where measured faster (Kimi-K3 tp 8's shape);
+  // GEMM2's 8.
+  CHECK(experts_tiling(*qwen3).ring1 == 4);
+  CHECK(experts_tiling(*qwen3).ring2 == 8);
+  CHECK(contracts(*qwen3, "sm_90a")[0].get("ring1") == "4");
+  CHECK(contracts(*qwen3, "sm_90a")[0].get("ring2") == "8");
   CHECK(experts_one_token_stash_slots(*qwen3, h200(528)) == 8);
   CHECK(experts_one_token_stash_bytes(*qwen3, 8) == 8 * 34 * 768);
   // Kimi-K3 tp 8: 224 CTAs, two an SM: 8 of 16 slots.
   const auto kimi = spec_of(R"("hidden": 3584, "intermediate": 384, "num_experts": 896, "topk": 16)");
-  CHECK(experts_tiling(*kimi).ring == 8);
-  CHECK(contracts(*kimi, "sm_90a")[0].get("ring") == "8");
+  CHECK(experts_tiling(*kimi).ring1 == 8);
+  CHECK(contracts(*kimi, "sm_90a")[0].get("ring1") == "8");
   CHECK(experts_one_token_stash_slots(*kimi, h200(1040)) == 8);
   // DeepSeek-V3: a slot (136 KB) does not fit the four CTAs an SM holds.
   const auto dsv3 = spec_of(R"("hidden": 7168, "intermediate": 2048, "num_experts": 256, "topk": 8)");
