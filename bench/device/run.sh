@@ -19,7 +19,7 @@ BUDGET=${BUDGET:-540}  # seconds for everything, under the `timeout 560` around 
 mkdir -p "$OUT"
 : > "$OUT/run.txt"
 
-declare -A CAP=([warmup]=90 [latent_tail]=150 [routing]=230 [activation]=280 [experts]=240 [experts_prefill]=220)  # seconds a step may take
+declare -A CAP=([warmup]=90 [latent_tail]=150 [routing]=230 [activation]=280 [experts]=300 [experts_prefill]=220)  # seconds a step may take
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(latent_tail routing activation experts)
 for s in "${steps[@]}"; do
@@ -107,7 +107,8 @@ for s in "${steps[@]}"; do
     latent_tail) run_step latent_tail python3 bench/bench_latent_tail.py --tail-bench $B/moejit_tail_bench --json "$OUT/latent_tail.json" ;;
     routing) run_step routing python3 bench/bench_routing.py --moejit $B/moejit --json "$OUT/routing.json" --crossover "$OUT/crossover.json" ;;
     activation) run_step activation python3 bench/bench_activation.py --moejit $B/moejit --json "$OUT/activation.json" ;;
-    experts) run_step experts python3 bench/bench_experts.py --moejit $B/moejit --json "$OUT/experts.json" ;;
+    experts) run_step experts env PYTHONPATH=$B/python python3 bench/bench_experts.py --moejit $B/moejit --tokens 1,8,32,64 \
+               --json "$OUT/experts.json" ;;
     experts_prefill) run_step experts_prefill env PYTHONPATH=$B/python python3 bench/bench_experts_prefill.py --crossover 1,8,32,64,256,1024 \
                        --json "$OUT/experts_prefill.json" ;;
   esac
