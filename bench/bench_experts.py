@@ -155,7 +155,11 @@ def time_kernels(spec_path, op, tokens):
         x, ids, w = inputs_for(op, t, False, seed=t)
         ids = ids.to(torch.int64 if op.get("ids_dtype") == "int64" else torch.int32)
         y = torch.empty(t, H, device="cuda", dtype=torch.bfloat16)
-        out[t] = common.kernel_times(lambda: fn(x=x, topk_ids=ids, topk_weights=w, w13=w13, w2=w2, y=y), "experts_")
+        try:
+            out[t] = common.kernel_times(lambda: fn(x=x, topk_ids=ids, topk_weights=w, w13=w13, w2=w2, y=y), "experts_")
+        except Exception as e:  # noqa: BLE001 -- one failing call must not cost the rest of a one-shot GPU run
+            print(f"  {op['_name']} T={t} kernels failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
+            continue
         print(f"  {op['_name']} T={t} kernels: " + ", ".join(f"{k} {us:.1f} us" for k, us in sorted(out[t].items())), flush=True)
     del w13, w2
     torch.cuda.empty_cache()
