@@ -36,9 +36,9 @@ int k_splits(std::int64_t k, std::int64_t warps_at_one_token) {
 // qwen3_30b_a3b,kimi_k3_tp8 --tokens 1,8,32,64`, two rounds, one run): Kimi-K3 tp 8's shape at 8 is
 // 5% / 3.4% faster at T = 8 / 32 (264 -> 251, 799 -> 771 us, both GEMMs at 8) and 1% at T = 1;
 // Qwen3-30B-A3B's at 8 was 24-31% slower at T = 8-64 (ptxas gave its GEMM1 46 registers: no ring
-// left), at 6 (107 registers) 1-1.5% slower than at 4, so 4 stays GEMM1's default. GEMM2 at 8 (its
-// ring was 4): Qwen3-30B-A3B 2.4-2.6% faster at T = 8-64 (134.7 / 273.6 / 313.6 -> 131.5 / 266.7 /
-// 305.6 us), hence 8 for every shape.
+// left), at 6 (107 registers) 1-1.5% slower than at 4, so 4 is GEMM1's default. GEMM2 at 8 against
+// 4: Qwen3-30B-A3B 2.4-2.6% faster at T = 8-64 (134.7 / 273.6 / 313.6 -> 131.5 / 266.7 / 305.6 us),
+// hence 8 for every shape.
 struct RingOverride {
   std::int64_t hidden, intermediate;
   int ring1;
