@@ -832,20 +832,27 @@ TEST_CASE("MOEJIT_PDL=1 turns programmatic dependent launch on; any other value 
   CHECK_FALSE(Options::from_environment().programmatic_launch);
 }
 
+namespace {
+// Sets `variable` to `value` and checks that reading the options is a usage error naming both.
+void check_usage_error(const char* variable, const char* value) {
+  ::setenv(variable, value, 1);
+  try {
+    (void)Options::from_environment();
+    FAIL(fmt::format("no error for {}={}", variable, value));
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::usage);
+    CHECK(e.fields().pointer == variable);
+    CHECK(e.fields().found == fmt::format("'{}'", value));
+  }
+}
+}  // namespace
+
 TEST_CASE("MOEJIT_EXPERTS_STASH=0 turns the one-token GEMM2's weight stash off, 1 or unset on; anything else is an error", "[options]") {
   ::setenv("MOEJIT_EXPERTS_STASH", "0", 1);
   CHECK_FALSE(Options::from_environment().experts_stash);
   ::setenv("MOEJIT_EXPERTS_STASH", "1", 1);
   CHECK(Options::from_environment().experts_stash);
-  ::setenv("MOEJIT_EXPERTS_STASH", "off", 1);
-  try {
-    (void)Options::from_environment();
-    FAIL("no error for MOEJIT_EXPERTS_STASH=off");
-  } catch (const Error& e) {
-    CHECK(e.kind() == ErrorKind::usage);
-    CHECK(e.fields().pointer == "MOEJIT_EXPERTS_STASH");
-    CHECK(e.fields().found == "'off'");
-  }
+  check_usage_error("MOEJIT_EXPERTS_STASH", "off");
   ::unsetenv("MOEJIT_EXPERTS_STASH");
   CHECK(Options::from_environment().experts_stash);
 }
@@ -857,15 +864,7 @@ TEST_CASE("MOEJIT_EXPERTS_PATH picks the experts' GEMMs: auto, decode or prefill
   CHECK(Options::from_environment().experts_path == Options::ExpertsPath::prefill);
   ::setenv("MOEJIT_EXPERTS_PATH", "auto", 1);
   CHECK(Options::from_environment().experts_path == Options::ExpertsPath::automatic);
-  ::setenv("MOEJIT_EXPERTS_PATH", "wgmma", 1);
-  try {
-    (void)Options::from_environment();
-    FAIL("no error for MOEJIT_EXPERTS_PATH=wgmma");
-  } catch (const Error& e) {
-    CHECK(e.kind() == ErrorKind::usage);
-    CHECK(e.fields().pointer == "MOEJIT_EXPERTS_PATH");
-    CHECK(e.fields().found == "'wgmma'");
-  }
+  check_usage_error("MOEJIT_EXPERTS_PATH", "wgmma");
   ::unsetenv("MOEJIT_EXPERTS_PATH");
   CHECK(Options::from_environment().experts_path == Options::ExpertsPath::automatic);
 }
