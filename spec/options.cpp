@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace moejit {
 
@@ -18,14 +19,18 @@ std::string env(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
+// The error for an environment variable whose value moejit does not take.
+[[noreturn]] void bad_variable(const char* name, const std::string& value, std::string expected) {
+  throw Error({.kind = ErrorKind::usage, .message = "invalid environment variable", .pointer = name,
+               .found = fmt::format("'{}'", value), .expected = std::move(expected)});
+}
+
 // $MOEJIT_JOBS: a decimal integer in [1, kMaxJobs], nothing else (no sign, spaces or suffix).
 unsigned parse_jobs(const std::string& text) {
   unsigned jobs = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), jobs);
   if (ec != std::errc() || end != text.data() + text.size() || jobs < 1 || jobs > kMaxJobs) {
-    throw Error({.kind = ErrorKind::usage, .message = "invalid environment variable", .pointer = "MOEJIT_JOBS",
-                 .found = fmt::format("'{}'", text),
-                 .expected = fmt::format("a number of warmup threads, a decimal integer in [1, {}] (or unset)", kMaxJobs)});
+    bad_variable("MOEJIT_JOBS", text, fmt::format("a number of warmup threads, a decimal integer in [1, {}] (or unset)", kMaxJobs));
   }
   return jobs;
 }
@@ -53,10 +58,7 @@ Options Options::from_environment() {
   if (auto jobs = env("MOEJIT_JOBS"); !jobs.empty()) o.jobs = parse_jobs(jobs);
   o.programmatic_launch = env("MOEJIT_PDL") == "1";
   if (auto stash = env("MOEJIT_EXPERTS_STASH"); !stash.empty()) {
-    if (stash != "0" && stash != "1") {
-      throw Error({.kind = ErrorKind::usage, .message = "invalid environment variable", .pointer = "MOEJIT_EXPERTS_STASH",
-                   .found = fmt::format("'{}'", stash), .expected = "0 or 1 (or unset)"});
-    }
+    if (stash != "0" && stash != "1") bad_variable("MOEJIT_EXPERTS_STASH", stash, "0 or 1 (or unset)");
     o.experts_stash = stash == "1";
   }
   if (auto path = env("MOEJIT_EXPERTS_PATH"); !path.empty()) {
@@ -67,8 +69,7 @@ Options Options::from_environment() {
     } else if (path == "prefill") {
       o.experts_path = ExpertsPath::prefill;
     } else {
-      throw Error({.kind = ErrorKind::usage, .message = "invalid environment variable", .pointer = "MOEJIT_EXPERTS_PATH",
-                   .found = fmt::format("'{}'", path), .expected = "auto, decode or prefill (or unset)"});
+      bad_variable("MOEJIT_EXPERTS_PATH", path, "auto, decode or prefill (or unset)");
     }
   }
   return o;
