@@ -9,9 +9,9 @@
 #include "compiler/key.hpp"
 #include "compiler/nvrtc.hpp"
 #include "compiler/ops/experts.hpp"
-#include "spec/ops/experts.hpp"
 #include "compiler/ops/latent_tail.hpp"
 #include "compiler/ops/routing.hpp"
+#include "spec/ops/experts.hpp"
 #include "templates/latent_tail_args.h"
 
 #include <catch2/catch.hpp>
@@ -322,7 +322,7 @@ TEST_CASE("experts: the prefill contract exists on sm_90a where a wgmma N divide
   CHECK_FALSE(masked[0].has_kernel("gemm2_one"));
 }
 
-TEST_CASE("experts: the one-token GEMM2 stashes the slots that fit beside GEMM1 on the SMs", "[contract][experts]") {
+TEST_CASE("experts: the decode GEMMs' rings, and the one-token GEMM2 stashes the slots that fit when the SMs hold its whole grid", "[contract][experts]") {
   const auto spec_of = [](const std::string& fields) {
     return std::dynamic_pointer_cast<const ExpertsSpec>(
         parse_spec(R"({"op": "experts", )" + fields + R"(, "activation": {"kind": "silu"}})", "t.json").ops[0]);
