@@ -16,10 +16,12 @@ namespace wstream {
 
 inline constexpr int kBlockK = 32;  // k elements a lane group loads per row and block
 
-/// 16 bytes of a weight row: read once, kept out of L1.
+/// 16 bytes of a weight row: read once, kept out of L1. A lane group reads 64 bytes of a row a
+/// block and the next blocks follow it, so L2 is asked to fetch 256 bytes a miss (H200: the
+/// decode GEMMs 5-6% faster at T = 8-64, bench/README.md "Experts").
 __device__ __forceinline__ uint4 load_streamed(const void* p) {
   uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 /// 16 bytes of an activation row: read by every CTA of its tile. A coherent load (the kernel this
