@@ -282,7 +282,6 @@ struct LatentMoE::Impl {
         w_map.map = detail::tma_map(drv, w, spec.latent, spec.hidden, kTailTcRows, DType::bf16);
         w_map.base = w;
       }
-      a.prefetch_bytes = prefetch_bytes(u.rows, kTailTcSplit);
       const TailUpTcArgs tc{w_map.map, z_maps[size], a};
       const detail::Dim3 grid{static_cast<unsigned>(ceil_div(tokens, detail::kTailUpProjTcTokens[size])),
                               static_cast<unsigned>(u.rows / kTailTcRows), 1};

@@ -482,9 +482,9 @@ __global__ void __launch_bounds__(32 * C::kGroups * C::kSplit) tail_upproj_kerne
 // tokens, both K-major from shared memory, 128-byte swizzle): W read through the tensor cores'
 // shared B rather than through each warp's registers, which at 64 tokens holds 4x W's bytes of z
 // a warp. Warp 8 issues the TMA loads into each warpgroup's ring of stages (full/empty
-// mbarriers); W's first stages are loaded, and more of it asked into L2, before the wait for the
-// kernel that writes z. Each warp's accumulators are the streamer's [token][16 rows] tile for
-// upproj_epilogue (kSplit 2, kGroups 4).
+// mbarriers); W's first stages are loaded before the wait for the kernel that writes z. Each
+// warp's accumulators are the streamer's [token][16 rows] tile for upproj_epilogue (kSplit 2,
+// kGroups 4).
 template <class C, int kTokens>
 __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const __grid_constant__ TailUpTcArgs args) {
   using namespace tail;
@@ -528,15 +528,8 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
         }
       }
     }
-    // Past the rings: the next prefetch_bytes of each (row, half) asked into L2 while the HBM is
-    // idle (by the first token tile: the others find it there).
-    if (a.prefetch_bytes > 0 && blockIdx.x == 0) {
-      for (int r = lane; r < kTailTcRows * kTailTcSplit; r += 32) {
-        const int wg = r / kTailTcRows, from = (wg * kKBlocks + kFirst) * 128, end = (wg + 1) * kKBlocks * 128;
-        const int bytes = min(a.prefetch_bytes, end - from);
-        if (bytes > 0) prefetch_l2(static_cast<const char*>(a.w) + static_cast<long long>(w_row + r % kTailTcRows) * C::kL * 2 + from, bytes);
-      }
-    }
+    // NOTE: unlike the streamer, no W is asked into L2 past the rings: bulk or per-line prefetches
+    // both made this kernel slower (measured 0.6-1.9 us at T = 9-64 for the bulk ones).
     wait_for_primary();  // z
     if (lane == 0) {
       for (int wg = 0; wg < kTailTcSplit; ++wg) {

@@ -70,7 +70,7 @@ struct TailUpArgs {
   int row0;
   int rows;
   int ranks;                // shared partials to sum (base)
-  int prefetch_bytes;       // how far ahead of its loads a warp asks its W rows into L2 (bytes); 0: never
+  int prefetch_bytes;       // streamer: how far ahead of its loads a warp asks its W rows into L2 (bytes); 0: never
 };
 
 /// The up projection's sm_90a kernel: TailUpArgs and the TMA descriptors of W and z.
