@@ -107,7 +107,8 @@ def main(argv=None):
             x, ids, w = make_inputs(torch, op, t, seed=t)
             y = torch.empty(t, H, device="cuda", dtype=torch.bfloat16)
             flops = 6.0 * t * K * H * I
-            row = {"op": name, "T": t, "rows_per_expert": t * K / min(E, t * K), "flops": flops}
+            # the launcher's measure (runtime/experts_op.cpp rows_per_expert): pairs over the experts they can hit, rounded up
+            row = {"op": name, "T": t, "rows_per_expert": -(-t * K // min(E, t * K)), "flops": flops}
 
             def call(path):
                 return lambda: loaded[path](x=x, topk_ids=ids, topk_weights=w, w13=w13, w2=w2, y=y)
