@@ -7,7 +7,9 @@
 // unchanged and makes every load a 16-byte vector with no shared memory and no shuffles. A ring
 // of kU blocks keeps a warp's weight loads in flight (the next block's loads are issued as soon
 // as a block is consumed); kSplit warps split K and add their partial sums in a fixed order.
-// Used by the experts' GEMMs (experts.cuh) and the latent tail's up projection.
+// Used by the experts' GEMMs (experts.cuh); the latent tail's up projection (latent_tail.cuh) has
+// the same layout and takes mma_16816 and load_shared_row from here, but loads W with its own
+// asm volatile load, which must stay ahead of griddepcontrol.wait (its L2::256B twin was slower).
 
 #include "common.cuh"
 
