@@ -456,15 +456,18 @@ __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_ge
   const int slot_warp = warp % kSlotWarps, split = warp / kSlotWarps, g = lane / 4, q = lane % 4;
   const int col = static_cast<int>(blockIdx.x) * 16 + g;  // rows g and g + 8: columns col, col + 8
   const long long k_offset = static_cast<long long>(split) * kBlocks * kBlockK + 8 * q;
+  // w2 row r of expert e at this lane's k offset.
+  const auto w2_row = [&](int e, int r) {
+    return reinterpret_cast<const char*>(static_cast<const T*>(a.w) + (static_cast<long long>(e) * C::kH + r) * C::kI + k_offset);
+  };
   const int stashed = a.stash_slots;
   if (stashed > 0) {
     for (int round = 0; round < kRounds; ++round) {
       const int k = round * kSlotWarps + slot_warp;
       const int e = k < stashed ? local_expert<C>(a, k) : -1;
       if (e < 0) continue;
-      const T* w = static_cast<const T*>(a.w) + static_cast<long long>(e) * C::kH * C::kI;
-      const char* a0 = reinterpret_cast<const char*>(w + static_cast<long long>(col) * C::kI + k_offset);
-      const char* a1 = reinterpret_cast<const char*>(w + static_cast<long long>(col + 8) * C::kI + k_offset);
+      const char* a0 = w2_row(e, col);
+      const char* a1 = w2_row(e, col + 8);
       const unsigned dst = sm90::smem_address(Stash<C>::runs(stash, k, split, lane));
 #pragma unroll 4
       for (int kb = 0; kb < kBlocks; ++kb) {
@@ -490,9 +493,8 @@ __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_ge
     if (e >= 0 && k < stashed) {
       stash_mma<C>(Stash<C>::runs(stash, k, split, lane), Stash<C>::h(stash, stashed) + k * C::kI + k_offset, acc[0]);
     } else if (e >= 0) {
-      const T* w = static_cast<const T*>(a.w) + static_cast<long long>(e) * C::kH * C::kI;
-      const char* a0 = reinterpret_cast<const char*>(w + static_cast<long long>(col) * C::kI + k_offset);
-      const char* a1 = reinterpret_cast<const char*>(w + static_cast<long long>(col + 8) * C::kI + k_offset);
+      const char* a0 = w2_row(e, col);
+      const char* a1 = w2_row(e, col + 8);
       const char* const b[1] = {reinterpret_cast<const char*>(static_cast<const T*>(a.x) + static_cast<long long>(k) * C::kI + k_offset)};
       const float scale[1] = {};
       stream_mma<T, 1, kU, kBlocks, false>(a0, a1, b, scale, acc, [] { wait_for_primary(); });  // h
