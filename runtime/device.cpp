@@ -35,9 +35,13 @@ DeviceBuffer::~DeviceBuffer() {
   if (ptr_) driver_->cuMemFree(ptr_);
 }
 
-void DeviceBuffer::upload(const void* host, std::size_t bytes) const {
-  if (bytes) MOEJIT_CU(*driver_, cuMemcpyHtoD(ptr_, host, bytes));
+void copy_to_device(const Driver& driver, CUdeviceptr dst, const void* host, std::size_t bytes) {
+  if (!bytes) return;
+  MOEJIT_CU(driver, cuMemcpyHtoD(dst, host, bytes));
+  MOEJIT_CU(driver, cuStreamSynchronize(CU_STREAM_LEGACY));  // the copy's stream: its DMA landed
 }
+
+void DeviceBuffer::upload(const void* host, std::size_t bytes) const { copy_to_device(*driver_, ptr_, host, bytes); }
 
 void DeviceBuffer::download(void* host, std::size_t bytes) const {
   if (bytes) MOEJIT_CU(*driver_, cuMemcpyDtoH(host, ptr_, bytes));

@@ -11,6 +11,10 @@
 
 namespace moejit::detail {
 
+/// Host to device, landed when it returns: from pageable memory cuMemcpyHtoD may return before
+/// its DMA lands, and the kernels of a non-blocking stream do not wait for it.
+void copy_to_device(const Driver& driver, CUdeviceptr dst, const void* host, std::size_t bytes);
+
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -24,7 +28,7 @@ class DeviceBuffer {
   void* ptr() const noexcept { return reinterpret_cast<void*>(ptr_); }
   CUdeviceptr address() const noexcept { return ptr_; }
   std::size_t bytes() const noexcept { return bytes_; }
-  void upload(const void* host, std::size_t bytes) const;
+  void upload(const void* host, std::size_t bytes) const;  ///< copy_to_device: landed when it returns
   void download(void* host, std::size_t bytes) const;
 
  private:

@@ -112,8 +112,8 @@ TEST_CASE("unaligned views take the scalar path and still match", "[gpu][activat
   detail::DeviceBuffer x(ctx.driver(), want[0].bytes() + 16), y(ctx.driver(), want[1].bytes() + 16);
   auto* xp = static_cast<char*>(x.ptr()) + 2;
   auto* yp = static_cast<char*>(y.ptr()) + 2;
-  MOEJIT_CU(ctx.driver(), cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(xp), want[0].data.data(), want[0].bytes()));
-  MOEJIT_CU(ctx.driver(), cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(yp), want[1].data.data(), want[1].bytes()));
+  detail::copy_to_device(ctx.driver(), reinterpret_cast<CUdeviceptr>(xp), want[0].data.data(), want[0].bytes());
+  detail::copy_to_device(ctx.driver(), reinterpret_cast<CUdeviceptr>(yp), want[1].data.data(), want[1].bytes());
   detail::Stream stream(ctx.driver());
   const Buffer bufs[] = {{xp, want[0].bytes()}, {yp, want[1].bytes()}};
   op->launch(bufs, tokens, stream.get());
@@ -318,7 +318,7 @@ TEST_CASE("activations by tables give the computed path's bits for every bf16 ga
       const std::size_t in_shift = aligned ? 0 : 2, out_shift = aligned ? 0 : element;
       detail::DeviceBuffer in(ctx.driver(), x.size() * 2 + 16), out(ctx.driver(), out_bytes + 16), count(ctx.driver(), sizeof counts);
       detail::Stream stream(ctx.driver());
-      MOEJIT_CU(ctx.driver(), cuMemcpyHtoD(in.address() + in_shift, x.data(), x.size() * 2));
+      detail::copy_to_device(ctx.driver(), in.address() + in_shift, x.data(), x.size() * 2);
       MOEJIT_CU(ctx.driver(), cuMemsetD8Async(out.address(), 0x5A, out_bytes + 16, stream.get()));
       count.upload(counts, sizeof counts);
       std::vector<Buffer> bufs = {{reinterpret_cast<void*>(in.address() + in_shift), x.size() * 2}};
