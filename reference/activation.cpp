@@ -277,7 +277,22 @@ struct RowVerdicts {
   std::size_t off_by_one = 0, failed = 0;
 };
 
-// The failure lines of one pass in element order: up to 8 (the 8th becomes "... and more" when
+// "... and more", with the far-off elements' count and the rows they lie in: a block of rows
+// (a grid's last blocks) tells a kernel cut short from scattered misses.
+std::string and_more(std::span<const RowVerdicts> rows) {
+  std::size_t failed = 0, first = rows.size(), last = 0, failing_rows = 0;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].failed == 0) continue;
+    failed += rows[r].failed;
+    first = std::min(first, r);
+    last = r;
+    ++failing_rows;
+  }
+  if (failed == 0) return "... and more";
+  return fmt::format("... and more: {} elements far off, in {} rows of {} to {}", failed, failing_rows, first, last);
+}
+
+// The failure lines of one pass in element order: up to 8 (the 8th becomes and_more's line when
 // more follow), then the count of 1-ulp differences past the allowance. Rows with nothing to say
 // are skipped by their counts.
 std::vector<std::string> failure_lines(const Judge& judge, std::span<const RowVerdicts> rows, std::size_t d,
@@ -296,7 +311,7 @@ std::vector<std::string> failure_lines(const Judge& judge, std::span<const RowVe
       if (failures.size() < 8) {
         failures.push_back(judge.describe(i, tokens));
       } else {
-        failures.back() = "... and more";
+        failures.back() = and_more(rows);
         more = true;
       }
     }
