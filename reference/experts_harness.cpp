@@ -234,20 +234,24 @@ bool exact_inputs(const ExpertsSpec& op, std::span<const HostTensor> want, std::
   return tokens > 0;
 }
 
-// At most 8 lines: the 8th becomes "... and more" when there are more.
+// At most 8 lines: the 8th becomes "... and N more" when there are more.
 class Failures {
  public:
   void add(std::string line) {
     if (lines_.size() < 8) {
       lines_.push_back(std::move(line));
     } else {
-      lines_.back() = "... and more";
+      ++hidden_;
     }
   }
-  std::vector<std::string> take() { return std::move(lines_); }
+  std::vector<std::string> take() {
+    if (hidden_ > 0) lines_.back() = fmt::format("... and {} more", hidden_ + 1);
+    return std::move(lines_);
+  }
 
  private:
   std::vector<std::string> lines_;
+  std::size_t hidden_ = 0;  // lines past the 8th
 };
 
 // What the comparison needs to know of each y row.
