@@ -39,7 +39,8 @@ elif [ "$what" = checks ]; then
   timeout 60 python3 tests/gpu/run_npy.py --moejit $B/moejit 2>&1 | tail -3
   echo "== compute-sanitizer memcheck"
   timeout 90 compute-sanitizer --tool memcheck $B/moejit check specs/kimi-k3.json --op router,experts_act_masked,tail_tp1,experts_tp8 --tokens 1,33 2>&1 | tail -3
-  echo "== moejit check, ${*:2}" | sed 's/, $/, every shipped spec/'
+  named="${*:2}"
+  echo "== moejit check, ${named:-every shipped spec}"
   specs=()
   for name in "${@:2}"; do specs+=("specs/$name.json"); done
   [ ${#specs[@]} -gt 0 ] || specs=(specs/*.json)
