@@ -86,10 +86,10 @@ class ExpertsOp final : public Op {
       auto gemm2 = load(kExpertsGemm2One, experts_one_token_threads(spec_, tiling_));
       if (context.options().experts_stash) {
         const auto& d = context.device();
-        stash_slots_ = experts_one_token_stash_slots(spec_, {d.sm_count, d.max_shared_per_sm, d.max_shared_per_block,
+        stash_slots_ = experts_one_token_stash_slots(spec_, tiling_, {d.sm_count, d.max_shared_per_sm, d.max_shared_per_block,
                                                              gemm2->info().resources.shared_bytes});
       }
-      if (stash_slots_ > 0) gemm2->set_block(gemm2->block(), static_cast<unsigned>(experts_one_token_stash_bytes(spec_, stash_slots_)));
+      if (stash_slots_ > 0) gemm2->set_block(gemm2->block(), static_cast<unsigned>(experts_one_token_stash_bytes(spec_, tiling_, stash_slots_)));
       one_[0] = std::move(gemm1);
       one_[1] = std::move(gemm2);
     }

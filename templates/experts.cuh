@@ -26,13 +26,17 @@
 //                                  slots), rounded as GEMM2 rounds it, then summed in slot order
 //                                  in fp32 and rounded once into y: the four kernels' bits
 //
-// GEMM2's weights do not depend on GEMM1: a CTA asks for all the weights of its first
-// stash_slots slots at once (cp.async into shared memory: as many as fit when the SMs hold the
-// whole grid, compiler/ops/experts.cpp), then waits for h, then computes those slots from shared
-// memory. Its CTAs take the SMs GEMM1 leaves, so this overlaps GEMM1's tail, and a CTA keeps far
-// more bytes in flight than the register ring (measured on the H200: Qwen3-30B-A3B 29.7 -> 25.8
-// us). GEMM1 keeps its default carveout: with the largest shared memory (28 KB of L1) its
-// streaming loads ran at half speed.
+// GEMM2's weights do not depend on GEMM1: a CTA asks for the weights of its first stash_slots
+// slots at once (one bulk copy a w2 row into a region of shared memory each: as many regions as
+// fit when the SMs hold the whole grid, compiler/ops/experts.cpp), then waits for h and computes
+// those slots from shared memory; slot k past them takes region k % stash_slots once the slot
+// before it there has been read. Its CTAs take the SMs GEMM1 leaves, so this overlaps GEMM1's
+// tail, and the bulk copies keep a region's bytes in flight without holding L1, which the
+// register ring and cp.async need (measured on the H200 at T = 1: Qwen3-30B-A3B 29.7 us on the
+// ring, 25.2 with a cp.async stash, 22.4 with bulk copies; Kimi-K3 tp 8, 8 regions for 16 slots,
+// 41.0 with the cp.async stash of 8 slots and the ring for the rest, 37.2 with bulk copies).
+// GEMM1 keeps its default carveout: with the largest shared memory (28 KB of L1) its streaming
+// loads ran at half speed.
 //
 // Config (generated): kH, kI, kE, kK, kIdRange, kMasked, kHasMap, kWeightOnInput, kBias, kIds64,
 // T (= Out), activation constants (kKind, kInterleaved, kBeta, kInvBeta, kLinearBeta,
@@ -260,18 +264,20 @@ __device__ __forceinline__ int tile_row(const ExpertsTile& tile, int j, int g) {
   return tile.row + (r < tile.rows ? r : 0);
 }
 
-/// One token's GEMM2 stash: slot k's (k < stash_slots) weights in shared memory, lane-major in
-/// the order each lane reads them (block kb's two 16-byte runs at 64 kb and 64 kb + 32 from its
-/// lane), so that every read is conflict-free; then the stashed slots' h rows.
+/// One token's GEMM2 stash: `regions` regions of shared memory, each one slot's 16 w2 rows of every
+/// K split, filled by bulk copies (TMA: no L1 held for loads in flight, unlike cp.async or the
+/// register ring), then the h rows of the first `regions` slots. Slot k takes region k % regions
+/// once slot k - regions has been read from it. A row is padded to a stride of 64 bytes mod 128,
+/// so that the two rows (g, g + 1) a quarter-warp reads fall in different banks.
 template <class C>
 struct Stash {
   static constexpr int kBlocks = C::kI / kBlockK / C::kSplit2;
-  static constexpr int kSlotBytes = 32 * C::kI;  // 16 rows x I elements
-  __device__ static uint4* runs(uint4* stash, int k, int split, int lane) {
-    return stash + ((k * C::kSplit2 + split) * kBlocks) * 64 + lane;
-  }
-  __device__ static typename C::T* h(uint4* stash, int slots) {
-    return reinterpret_cast<typename C::T*>(stash + slots * (kSlotBytes / 16));
+  static constexpr int kChunk = kBlocks * kBlockK * 2;  // bytes of a row one split reads
+  static constexpr int kStride = kChunk % 128 == 0 ? kChunk + 64 : kChunk;
+  static constexpr int kPart = 16 * kStride;  // one (slot, split)'s rows
+  __device__ static char* part(char* stash, int region, int split) { return stash + (region * C::kSplit2 + split) * kPart; }
+  __device__ static typename C::T* h(char* stash, int regions) {
+    return reinterpret_cast<typename C::T*>(stash + regions * C::kSplit2 * kPart);
   }
 };
 
@@ -286,14 +292,15 @@ __device__ __forceinline__ uint4 load_shared_u4(const void* p) {
 }
 
 /// acc += a stashed slot's 16 rows x h over the split's k blocks, in stream_mma's order (the same
-/// bits): `runs` is the lane's first run, `h` the slot's h row at the lane's k offset.
-template <class C>
-__device__ __forceinline__ void stash_mma(const uint4* runs, const typename C::T* h, float (&acc)[4]) {
+/// bits): `rows` is the lane's row g at its k offset, `h` the slot's h row at the lane's k offset
+/// (in shared memory with kSharedH, else global).
+template <class C, bool kSharedH>
+__device__ __forceinline__ void stash_mma(const char* rows, const typename C::T* h, float (&acc)[4]) {
   using T = typename C::T;
 #pragma unroll 4
   for (int kb = 0; kb < Stash<C>::kBlocks; ++kb) {
-    const uint4 x0 = load_shared_u4(runs + 64 * kb), x1 = load_shared_u4(runs + 64 * kb + 32);
-    const uint4 y = load_shared_u4(h + kBlockK * kb);
+    const uint4 x0 = load_shared_u4(rows + 2 * kBlockK * kb), x1 = load_shared_u4(rows + 8 * Stash<C>::kStride + 2 * kBlockK * kb);
+    const uint4 y = kSharedH ? load_shared_u4(h + kBlockK * kb) : load_shared_row(h + kBlockK * kb);
     const unsigned a0[4] = {x0.x, x0.y, x0.z, x0.w}, a1[4] = {x1.x, x1.y, x1.z, x1.w}, b[4] = {y.x, y.y, y.z, y.w};
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
@@ -451,7 +458,8 @@ __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_ge
   __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kSlotWarps * 32 * 4];
   __shared__ float o[C::kK][16];  // each valid slot's rounded o
   __shared__ bool valid[C::kK];
-  extern __shared__ uint4 stash[];  // Stash<C>: the first a.stash_slots slots' weights, their h rows
+  __shared__ unsigned long long full[C::kK * C::kSplit2], empty[C::kK * C::kSplit2];  // a (region, split) each
+  extern __shared__ __align__(128) char stash[];  // Stash<C>
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int slot_warp = warp % kSlotWarps, split = warp / kSlotWarps, g = lane / 4, q = lane % 4;
   const int col = static_cast<int>(blockIdx.x) * 16 + g;  // rows g and g + 8: columns col, col + 8
@@ -460,38 +468,61 @@ __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_ge
   const auto w2_row = [&](int e, int r) {
     return reinterpret_cast<const char*>(static_cast<const T*>(a.w) + (static_cast<long long>(e) * C::kH + r) * C::kI + k_offset);
   };
-  const int stashed = a.stash_slots;
-  if (stashed > 0) {
+  const int regions = a.stash_slots;
+  // Slot k's rows of this split into its region: one bulk copy a row from lanes 0-15, once the
+  // slot before it in the region has been read. Every slot completes one phase of its region's
+  // barriers, whether or not its id is valid.
+  const auto fetch = [&](int k, int e) {
+    const int i = (k % regions) * kSplit + split, generation = k / regions;
+    if (generation > 0) sm90::barrier_wait(&empty[i], (generation - 1) & 1);
+    if (lane == 0) {
+      if (e >= 0) sm90::barrier_expect(&full[i], 16 * Stash<C>::kChunk);
+      else sm90::barrier_arrive(&full[i]);
+    }
+    __syncwarp();
+    if (e >= 0 && lane < 16) {
+      const char* src = reinterpret_cast<const char*>(static_cast<const T*>(a.w) +
+                                                      (static_cast<long long>(e) * C::kH + blockIdx.x * 16 + lane) * C::kI) +
+                        split * Stash<C>::kChunk;
+      sm90::bulk_load(Stash<C>::part(stash, k % regions, split) + lane * Stash<C>::kStride, src, Stash<C>::kChunk, &full[i]);
+    }
+  };
+  if (regions > 0) {
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < regions * kSplit; ++i) sm90::barrier_init(&full[i], 1), sm90::barrier_init(&empty[i], 1);
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
     for (int round = 0; round < kRounds; ++round) {
       const int k = round * kSlotWarps + slot_warp;
-      const int e = k < stashed ? local_expert<C>(a, k) : -1;
-      if (e < 0) continue;
-      const char* a0 = w2_row(e, col);
-      const char* a1 = w2_row(e, col + 8);
-      const unsigned dst = sm90::smem_address(Stash<C>::runs(stash, k, split, lane));
-#pragma unroll 4
-      for (int kb = 0; kb < kBlocks; ++kb) {
-        sm90::cp_async16(dst + 1024 * kb, a0 + 2 * kBlockK * kb);
-        sm90::cp_async16(dst + 1024 * kb + 512, a1 + 2 * kBlockK * kb);
-      }
+      if (k < regions) fetch(k, local_expert<C>(a, k));
     }
     wait_for_primary();  // h
-    T* h = Stash<C>::h(stash, stashed);
-    const int vectors = stashed * C::kI / 8;
+    T* h = Stash<C>::h(stash, regions);
+    const int vectors = regions * C::kI / 8;
     for (int v = static_cast<int>(threadIdx.x); v < vectors; v += static_cast<int>(blockDim.x)) {
       const uint4 y = load_shared_row(static_cast<const T*>(a.x) + 8LL * v);
       asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(sm90::smem_address(h + 8 * v)), "r"(y.x), "r"(y.y), "r"(y.z), "r"(y.w)
                    : "memory");
     }
-    asm volatile("cp.async.wait_all;" ::: "memory");  // each lane reads only the runs it copied
     __syncthreads();
   }
   for (int round = 0; round < kRounds; ++round) {
     const int k = round * kSlotWarps + slot_warp;
     const int e = k < C::kK ? local_expert<C>(a, k) : -1;
     float acc[1][4] = {};
-    if (e >= 0 && k < stashed) {
-      stash_mma<C>(Stash<C>::runs(stash, k, split, lane), Stash<C>::h(stash, stashed) + k * C::kI + k_offset, acc[0]);
+    if (regions > 0 && k < C::kK) {
+      if (k >= regions) fetch(k, e);
+      const int i = (k % regions) * kSplit + split;
+      sm90::barrier_wait(&full[i], (k / regions) & 1);
+      const char* rows = Stash<C>::part(stash, k % regions, split) + g * Stash<C>::kStride + 16 * q;
+      if (e >= 0 && k < regions) {
+        stash_mma<C, true>(rows, Stash<C>::h(stash, regions) + k * C::kI + k_offset, acc[0]);
+      } else if (e >= 0) {
+        stash_mma<C, false>(rows, static_cast<const T*>(a.x) + static_cast<long long>(k) * C::kI + k_offset, acc[0]);
+      }
+      __syncwarp();
+      if (lane == 0 && k + regions < C::kK) sm90::barrier_arrive(&empty[i]);
     } else if (e >= 0) {
       const char* a0 = w2_row(e, col);
       const char* a1 = w2_row(e, col + 8);

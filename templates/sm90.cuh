@@ -57,6 +57,14 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+/// `bytes` (a multiple of 16) of global memory at src into shared memory at dst (both 16-byte
+/// aligned) by one bulk copy; completes bytes on `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, int bytes, unsigned long long* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_address(dst)),
+               "l"(src), "r"(bytes), "r"(smem_address(bar))
+               : "memory");
+}
+
 /// The box of `map` at (k, row) into shared memory at dst; completes bytes on `bar`.
 __device__ __forceinline__ void tma_load(void* dst, const TmaMap* map, unsigned long long* bar, int k, int row) {
   asm volatile(

@@ -64,17 +64,21 @@ int experts_one_token_threads(const ExpertsSpec& s, const ExpertsTiling& t) noex
   return 32 * static_cast<int>(std::min<std::int64_t>(s.topk, slots)) * t.split2;
 }
 
-std::int64_t experts_one_token_stash_bytes(const ExpertsSpec& s, int slots) noexcept {
-  return static_cast<std::int64_t>(slots) * (32 + 2) * s.intermediate;  // 16 w2 rows and an h row
+std::int64_t experts_one_token_stash_bytes(const ExpertsSpec& s, const ExpertsTiling& t, int regions) noexcept {
+  // templates/experts.cuh's Stash: each split's 16 rows padded to 64 bytes mod 128, and an h row
+  const std::int64_t chunk = 2 * s.intermediate / t.split2;
+  const std::int64_t stride = chunk % 128 == 0 ? chunk + 64 : chunk;
+  return static_cast<std::int64_t>(regions) * (16 * t.split2 * stride + 2 * s.intermediate);
 }
 
-int experts_one_token_stash_slots(const ExpertsSpec& s, const OneTokenResidency& r) noexcept {
+int experts_one_token_stash_slots(const ExpertsSpec& s, const ExpertsTiling& t, const OneTokenResidency& r) noexcept {
   if (s.masked() || r.sm_count <= 0) return 0;
   const auto per_sm = [&](std::int64_t ctas) { return (ctas + r.sm_count - 1) / r.sm_count; };
   const std::int64_t each = r.shared_per_sm / per_sm(s.hidden / kExpertsOneTokenColumns) - kReservedSharedPerBlock;
   const std::int64_t dynamic = std::min<std::int64_t>(each, r.shared_per_block) - r.gemm2_static;
-  const std::int64_t slots = dynamic / experts_one_token_stash_bytes(s, 1);
-  return static_cast<int>(std::clamp<std::int64_t>(slots, 0, s.topk));
+  const std::int64_t regions = std::min<std::int64_t>(dynamic / experts_one_token_stash_bytes(s, t, 1), s.topk);
+  // Past two slots a region, the later slots' copies wait on a chain of reads: the register ring instead.
+  return regions > 0 && 2 * regions >= s.topk ? static_cast<int>(regions) : 0;
 }
 
 namespace {

@@ -84,9 +84,9 @@ inline constexpr int kReservedSharedPerBlock = 1024;
 /// ready (templates/experts.cuh's Stash): as many as fit when the SMs hold the whole grid at once
 /// (its CTAs take the SMs GEMM1 leaves: an SM changes its shared-memory carveout only once idle);
 /// 0 for the masked layout.
-int experts_one_token_stash_slots(const ExpertsSpec& s, const OneTokenResidency& r) noexcept;
+int experts_one_token_stash_slots(const ExpertsSpec& s, const ExpertsTiling& t, const OneTokenResidency& r) noexcept;
 /// The dynamic shared memory of a one-token GEMM2 that stashes `slots` slots.
-std::int64_t experts_one_token_stash_bytes(const ExpertsSpec& s, int slots) noexcept;
+std::int64_t experts_one_token_stash_bytes(const ExpertsSpec& s, const ExpertsTiling& t, int regions) noexcept;
 
 /// The decode contract (metadata, streamer GEMMs, combine) and, on sm_90a where the shape allows,
 /// the prefill contract (gather, wgmma GEMMs): two compilations, run side by side at warmup.

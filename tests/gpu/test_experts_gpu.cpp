@@ -236,11 +236,13 @@ TEST_CASE("experts give the same bits at every run and every CUDA graph replay",
 
 TEST_CASE("experts: one token gives the four kernels' bits, with and without the GEMM2 stash", "[gpu][experts]") {
   // Token 0 of a T = 2 call (metadata, GEMM1, GEMM2, combine) against the one-token kernels on the
-  // same inputs; the stash's shape (Qwen3-30B-A3B: every slot; Kimi-K3 tp 8: some) and a shape
-  // with an expert map, biases and invalid ids.
+  // same inputs; the stash's shapes (Qwen3-30B-A3B: a region a slot; Kimi-K3 tp 8: 8 regions for 16
+  // slots; 6 regions for 12 slots in two rounds of 8 warps split 2 ways, with an expert map) and a
+  // shape with an expert map, biases and invalid ids.
   const auto ops = test::warm({
       R"({"op": "experts", "hidden": 2048, "intermediate": 768, "num_experts": 128, "topk": 8, "activation": {"kind": "silu"}})",
       R"({"op": "experts", "hidden": 3584, "intermediate": 384, "num_experts": 896, "topk": 16, "activation": {"kind": "situ", "beta": 4.0, "linear_beta": 25.0}})",
+      R"({"op": "experts", "hidden": 512, "intermediate": 1024, "num_experts": 16, "topk": 12, "global_experts": 24, "activation": {"kind": "silu"}})",
       R"({"op": "experts", "hidden": 320, "intermediate": 192, "num_experts": 9, "topk": 3, "global_experts": 20, "bias": true, "activation": {"kind": "swiglu_oai", "interleaved": true}})",
   });
   for (const auto& spec : ops) {
