@@ -471,10 +471,14 @@ __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_ge
   const int regions = a.stash_slots;
   // Slot k's rows of this split into its region: one bulk copy a row from lanes 0-15, once the
   // slot before it in the region has been read. Every slot completes one phase of its region's
-  // barriers, whether or not its id is valid.
+  // barriers, whether or not its id is valid. (compute-sanitizer's racecheck reports that reuse as
+  // a WAR hazard: it does not see the empty barrier order the reads before the bulk copy's writes.)
   const auto fetch = [&](int k, int e) {
     const int i = (k % regions) * kSplit + split, generation = k / regions;
-    if (generation > 0) sm90::barrier_wait(&empty[i], (generation - 1) & 1);
+    if (generation > 0) {
+      sm90::barrier_wait(&empty[i], (generation - 1) & 1);
+      sm90::fence_proxy_async();  // the reads of the slot before (generic proxy) ahead of the copies' writes (async proxy)
+    }
     if (lane == 0) {
       if (e >= 0) sm90::barrier_expect(&full[i], 16 * Stash<C>::kChunk);
       else sm90::barrier_arrive(&full[i]);
