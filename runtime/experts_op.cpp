@@ -330,7 +330,7 @@ class ExpertsOp final : public Op {
   const Driver& driver_;
   int sm_count_;
   std::int64_t crossover_ = 0;
-  int stash_slots_ = 0;  ///< the one-token GEMM2's stashed slots (experts_one_token_stash_slots)
+  int stash_slots_ = 0;  ///< the one-token GEMM2's stash regions (experts_one_token_stash_slots)
   std::shared_ptr<const Kernel> meta_, combine_, gather_;
   std::shared_ptr<const Kernel> gemm1_[2], gemm2_[2];  ///< small tiles, large tiles
   std::shared_ptr<const Kernel> one_[2];               ///< one token: GEMM1, GEMM2 and the combine

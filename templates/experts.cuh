@@ -31,10 +31,9 @@
 // fit when the SMs hold the whole grid, compiler/ops/experts.cpp), then waits for h and computes
 // those slots from shared memory; slot k past them takes region k % stash_slots once the slot
 // before it there has been read. Its CTAs take the SMs GEMM1 leaves, so this overlaps GEMM1's
-// tail, and the bulk copies keep a region's bytes in flight without holding L1, which the
-// register ring and cp.async need (measured on the H200 at T = 1: Qwen3-30B-A3B 29.7 us on the
-// ring, 25.2 with a cp.async stash, 22.4 with bulk copies; Kimi-K3 tp 8, 8 regions for 16 slots,
-// 41.0 with the cp.async stash of 8 slots and the ring for the rest, 37.2 with bulk copies).
+// tail; bulk copies keep a region's bytes in flight without holding L1, which the register ring
+// and cp.async need and which a CTA with ~210 KB of shared memory has 28 KB of (H200, T = 1:
+// Qwen3-30B-A3B 29.7 us on the register ring alone, 22.4 with the regions; bench/README.md).
 // GEMM1 keeps its default carveout: with the largest shared memory (28 KB of L1) its streaming
 // loads ran at half speed.
 //

@@ -80,12 +80,13 @@ struct OneTokenResidency {
 };
 /// Shared memory the driver reserves for each resident CTA (sm_80 and later).
 inline constexpr int kReservedSharedPerBlock = 1024;
-/// The slots whose w2 rows (and h row) the one-token GEMM2 stashes in shared memory before h is
-/// ready (templates/experts.cuh's Stash): as many as fit when the SMs hold the whole grid at once
-/// (its CTAs take the SMs GEMM1 leaves: an SM changes its shared-memory carveout only once idle);
-/// 0 for the masked layout.
+/// The regions of shared memory the one-token GEMM2 stashes w2 rows in before h is ready, a slot's
+/// rows (and h row) each (templates/experts.cuh's Stash): as many as fit when the SMs hold the whole
+/// grid at once (its CTAs take the SMs GEMM1 leaves: an SM changes its shared-memory carveout only
+/// once idle), at most topk; 0 (the register ring) where a region would serve more than two slots,
+/// and for the masked layout.
 int experts_one_token_stash_slots(const ExpertsSpec& s, const ExpertsTiling& t, const OneTokenResidency& r) noexcept;
-/// The dynamic shared memory of a one-token GEMM2 that stashes `slots` slots.
+/// The dynamic shared memory of a one-token GEMM2 with `regions` regions.
 std::int64_t experts_one_token_stash_bytes(const ExpertsSpec& s, const ExpertsTiling& t, int regions) noexcept;
 
 /// The decode contract (metadata, streamer GEMMs, combine) and, on sm_90a where the shape allows,
