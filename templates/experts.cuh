@@ -463,10 +463,11 @@ __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_ge
   const int slot_warp = warp % kSlotWarps, split = warp / kSlotWarps, g = lane / 4, q = lane % 4;
   const int col = static_cast<int>(blockIdx.x) * 16 + g;  // rows g and g + 8: columns col, col + 8
   const long long k_offset = static_cast<long long>(split) * kBlocks * kBlockK + 8 * q;
-  // w2 row r of expert e at this lane's k offset.
-  const auto w2_row = [&](int e, int r) {
-    return reinterpret_cast<const char*>(static_cast<const T*>(a.w) + (static_cast<long long>(e) * C::kH + r) * C::kI + k_offset);
+  // w2 row r of expert e at element k, and at this lane's k offset.
+  const auto w2_at = [&](int e, int r, long long k) {
+    return reinterpret_cast<const char*>(static_cast<const T*>(a.w) + (static_cast<long long>(e) * C::kH + r) * C::kI + k);
   };
+  const auto w2_row = [&](int e, int r) { return w2_at(e, r, k_offset); };
   const int regions = a.stash_slots;
   // Slot k's rows of this split into its region: one bulk copy a row from lanes 0-15, once the
   // slot before it in the region has been read. Every slot completes one phase of its region's
@@ -484,9 +485,7 @@ __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_ge
     }
     __syncwarp();
     if (e >= 0 && lane < 16) {
-      const char* src = reinterpret_cast<const char*>(static_cast<const T*>(a.w) +
-                                                      (static_cast<long long>(e) * C::kH + blockIdx.x * 16 + lane) * C::kI) +
-                        split * Stash<C>::kChunk;
+      const char* src = w2_at(e, static_cast<int>(blockIdx.x) * 16 + lane, static_cast<long long>(split) * kBlocks * kBlockK);
       sm90::bulk_load(Stash<C>::part(stash, k % regions, split) + lane * Stash<C>::kStride, src, Stash<C>::kChunk, &full[i]);
     }
   };
