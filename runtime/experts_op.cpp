@@ -86,10 +86,12 @@ class ExpertsOp final : public Op {
       auto gemm2 = load(kExpertsGemm2One, experts_one_token_threads(spec_, tiling_));
       if (context.options().experts_stash) {
         const auto& d = context.device();
-        stash_slots_ = experts_one_token_stash_slots(spec_, tiling_, {d.sm_count, d.max_shared_per_sm, d.max_shared_per_block,
-                                                             gemm2->info().resources.shared_bytes});
+        stash_regions_ = experts_one_token_stash_regions(spec_, tiling_, {d.sm_count, d.max_shared_per_sm, d.max_shared_per_block,
+                                                                          gemm2->info().resources.shared_bytes});
       }
-      if (stash_slots_ > 0) gemm2->set_block(gemm2->block(), static_cast<unsigned>(experts_one_token_stash_bytes(spec_, tiling_, stash_slots_)));
+      if (stash_regions_ > 0) {
+        gemm2->set_block(gemm2->block(), static_cast<unsigned>(experts_one_token_stash_bytes(spec_, tiling_, stash_regions_)));
+      }
       one_[0] = std::move(gemm1);
       one_[1] = std::move(gemm2);
     }
@@ -273,7 +275,7 @@ class ExpertsOp final : public Op {
     const ExpertsGemmArgs g1{at(b, x_), at(b, w13_), at(b, b13_), weights, nullptr, nullptr, nullptr, h_.ptr(), 1, at(b, ids_), map};
     one_[0]->launch({static_cast<unsigned>(spec_.topk), static_cast<unsigned>(spec_.intermediate / 8), 1}, g1, stream, pdl_ || hints.chained);
     const ExpertsGemmArgs g2{h_.ptr(), at(b, w2_), at(b, b2_), weights, nullptr, nullptr, nullptr, b[static_cast<std::size_t>(y_)].ptr, 1,
-                             at(b, ids_), map, stash_slots_};
+                             at(b, ids_), map, stash_regions_};
     one_[1]->launch({static_cast<unsigned>(spec_.hidden / kExpertsOneTokenColumns), 1, 1}, g2, stream, true);
   }
 
@@ -330,7 +332,7 @@ class ExpertsOp final : public Op {
   const Driver& driver_;
   int sm_count_;
   std::int64_t crossover_ = 0;
-  int stash_slots_ = 0;  ///< the one-token GEMM2's stash regions (experts_one_token_stash_slots)
+  int stash_regions_ = 0;  ///< the one-token GEMM2's stash regions (experts_one_token_stash_regions)
   std::shared_ptr<const Kernel> meta_, combine_, gather_;
   std::shared_ptr<const Kernel> gemm1_[2], gemm2_[2];  ///< small tiles, large tiles
   std::shared_ptr<const Kernel> one_[2];               ///< one token: GEMM1, GEMM2 and the combine

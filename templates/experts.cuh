@@ -26,10 +26,10 @@
 //                                  slots), rounded as GEMM2 rounds it, then summed in slot order
 //                                  in fp32 and rounded once into y: the four kernels' bits
 //
-// GEMM2's weights do not depend on GEMM1: a CTA asks for the weights of its first stash_slots
+// GEMM2's weights do not depend on GEMM1: a CTA asks for the weights of its first stash_regions
 // slots at once (one bulk copy a w2 row into a region of shared memory each: as many regions as
 // fit when the SMs hold the whole grid, compiler/ops/experts.cpp), then waits for h and computes
-// those slots from shared memory; slot k past them takes region k % stash_slots once the slot
+// those slots from shared memory; slot k past them takes region k % stash_regions once the slot
 // before it there has been read. Its CTAs take the SMs GEMM1 leaves, so this overlaps GEMM1's
 // tail; bulk copies keep a region's bytes in flight without holding L1, which the register ring
 // and cp.async need and which a CTA with ~210 KB of shared memory has 28 KB of (H200, T = 1:
@@ -468,13 +468,14 @@ __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_ge
     return reinterpret_cast<const char*>(static_cast<const T*>(a.w) + (static_cast<long long>(e) * C::kH + r) * C::kI + k);
   };
   const auto w2_row = [&](int e, int r) { return w2_at(e, r, k_offset); };
-  const int regions = a.stash_slots;
+  const int regions = a.stash_regions;
   // Slot k's rows of this split into its region: one bulk copy a row from lanes 0-15, once the
   // slot before it in the region has been read. Every slot completes one phase of its region's
   // barriers, whether or not its id is valid. (compute-sanitizer's racecheck reports that reuse as
   // a WAR hazard: it does not see the empty barrier order the reads before the bulk copy's writes.)
+  const auto barrier_of = [&](int k) { return (k % regions) * kSplit + split; };  // slot k's (region, split)
   const auto fetch = [&](int k, int e) {
-    const int i = (k % regions) * kSplit + split, generation = k / regions;
+    const int i = barrier_of(k), generation = k / regions;
     if (generation > 0) {
       sm90::barrier_wait(&empty[i], (generation - 1) & 1);
       sm90::fence_proxy_async();  // the reads of the slot before (generic proxy) ahead of the copies' writes (async proxy)
@@ -515,7 +516,7 @@ __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_ge
     float acc[1][4] = {};
     if (regions > 0 && k < C::kK) {
       if (k >= regions) fetch(k, e);
-      const int i = (k % regions) * kSplit + split;
+      const int i = barrier_of(k);
       sm90::barrier_wait(&full[i], (k / regions) & 1);
       const char* rows = Stash<C>::part(stash, k % regions, split) + g * Stash<C>::kStride + 16 * q;
       if (e >= 0 && k < regions) {

@@ -71,7 +71,7 @@ std::int64_t experts_one_token_stash_bytes(const ExpertsSpec& s, const ExpertsTi
   return static_cast<std::int64_t>(regions) * (16 * t.split2 * stride + 2 * s.intermediate);
 }
 
-int experts_one_token_stash_slots(const ExpertsSpec& s, const ExpertsTiling& t, const OneTokenResidency& r) noexcept {
+int experts_one_token_stash_regions(const ExpertsSpec& s, const ExpertsTiling& t, const OneTokenResidency& r) noexcept {
   if (s.masked() || r.sm_count <= 0) return 0;
   const auto per_sm = [&](std::int64_t ctas) { return (ctas + r.sm_count - 1) / r.sm_count; };
   const std::int64_t each = r.shared_per_sm / per_sm(s.hidden / kExpertsOneTokenColumns) - kReservedSharedPerBlock;

@@ -85,7 +85,7 @@ inline constexpr int kReservedSharedPerBlock = 1024;
 /// grid at once (its CTAs take the SMs GEMM1 leaves: an SM changes its shared-memory carveout only
 /// once idle), at most topk; 0 (the register ring) where a region would serve more than two slots,
 /// and for the masked layout.
-int experts_one_token_stash_slots(const ExpertsSpec& s, const ExpertsTiling& t, const OneTokenResidency& r) noexcept;
+int experts_one_token_stash_regions(const ExpertsSpec& s, const ExpertsTiling& t, const OneTokenResidency& r) noexcept;
 /// The dynamic shared memory of a one-token GEMM2 with `regions` regions.
 std::int64_t experts_one_token_stash_bytes(const ExpertsSpec& s, const ExpertsTiling& t, int regions) noexcept;
 

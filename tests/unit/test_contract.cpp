@@ -338,29 +338,29 @@ TEST_CASE("experts: the decode GEMMs' rings, and the one-token GEMM2 stashes the
   CHECK(experts_tiling(*qwen3).ring2 == 8);
   CHECK(contracts(*qwen3, "sm_90a")[0].get("ring1") == "4");
   CHECK(contracts(*qwen3, "sm_90a")[0].get("ring2") == "8");
-  CHECK(experts_one_token_stash_slots(*qwen3, experts_tiling(*qwen3), h200(528)) == 8);
+  CHECK(experts_one_token_stash_regions(*qwen3, experts_tiling(*qwen3), h200(528)) == 8);
   CHECK(experts_one_token_stash_bytes(*qwen3, experts_tiling(*qwen3), 8) == 8 * (16 * 1600 + 1536));
   // Kimi-K3 tp 8: 224 CTAs, two an SM: 8 regions for 16 slots (rows of 768 bytes padded to 832).
   const auto kimi = spec_of(R"("hidden": 3584, "intermediate": 384, "num_experts": 896, "topk": 16)");
   CHECK(experts_tiling(*kimi).ring1 == 8);
   CHECK(contracts(*kimi, "sm_90a")[0].get("ring1") == "8");
-  CHECK(experts_one_token_stash_slots(*kimi, experts_tiling(*kimi), h200(1408)) == 8);
+  CHECK(experts_one_token_stash_regions(*kimi, experts_tiling(*kimi), h200(1408)) == 8);
   CHECK(experts_one_token_stash_bytes(*kimi, experts_tiling(*kimi), 8) == 8 * (16 * 832 + 768));
   // 32 CTAs, one an SM, K split 2 ways: 6 regions of 36 KB for 12 slots; past two slots a region
   // (16 slots in 6 would take three), the register ring.
   const auto split2 = spec_of(R"("hidden": 512, "intermediate": 1024, "num_experts": 16, "topk": 12)");
   CHECK(experts_tiling(*split2).split2 == 2);
   CHECK(experts_one_token_stash_bytes(*split2, experts_tiling(*split2), 1) == 2 * 16 * 1088 + 2048);
-  CHECK(experts_one_token_stash_slots(*split2, experts_tiling(*split2), h200(2048)) == 6);
+  CHECK(experts_one_token_stash_regions(*split2, experts_tiling(*split2), h200(2048)) == 6);
   const auto split2_k16 = spec_of(R"("hidden": 512, "intermediate": 1024, "num_experts": 16, "topk": 16)");
-  CHECK(experts_one_token_stash_slots(*split2_k16, experts_tiling(*split2_k16), h200(2048)) == 0);
+  CHECK(experts_one_token_stash_regions(*split2_k16, experts_tiling(*split2_k16), h200(2048)) == 0);
   // DeepSeek-V3: a slot (136 KB) does not fit the four CTAs an SM holds.
   const auto dsv3 = spec_of(R"("hidden": 7168, "intermediate": 2048, "num_experts": 256, "topk": 8)");
-  CHECK(experts_one_token_stash_slots(*dsv3, experts_tiling(*dsv3), h200(4624)) == 0);
+  CHECK(experts_one_token_stash_regions(*dsv3, experts_tiling(*dsv3), h200(4624)) == 0);
   // No SMs known, or the masked layout (no one-token kernels): nothing.
-  CHECK(experts_one_token_stash_slots(*qwen3, experts_tiling(*qwen3), {}) == 0);
+  CHECK(experts_one_token_stash_regions(*qwen3, experts_tiling(*qwen3), {}) == 0);
   const auto masked = parse_spec(R"({"op": "experts", "layout": "masked", "hidden": 512, "intermediate": 256, "num_experts": 4,
       "max_tokens": 64, "activation": {"kind": "silu"}})", "t.json").ops[0];
   const auto& m = dynamic_cast<const ExpertsSpec&>(*masked);
-  CHECK(experts_one_token_stash_slots(m, experts_tiling(m), h200(528)) == 0);
+  CHECK(experts_one_token_stash_regions(m, experts_tiling(m), h200(528)) == 0);
 }
