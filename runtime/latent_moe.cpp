@@ -237,7 +237,9 @@ struct LatentMoE::Impl {
     detail::check_nccl(ncclAllGather(send, recv, static_cast<std::size_t>(count), ncclBfloat16, c.get(), stream), "ncclAllGather", c.get());
   }
 
-  void norm(const void* parts, std::int64_t rank_stride, const void* gamma, std::int64_t tokens, CUstream stream) const {
+  // pdl: launched to wait on the GPU for the kernel before it (which may write the routed input
+  // and, the last call's up projection, reads z): tp 1 only, where that kernel is a moejit one.
+  void norm(const void* parts, std::int64_t rank_stride, const void* gamma, std::int64_t tokens, CUstream stream, bool pdl = false) const {
     TailNormArgs a{};
     a.routed = parts;
     a.routed_rank_stride = rank_stride;
@@ -245,7 +247,7 @@ struct LatentMoE::Impl {
     a.latent_sum = latent_sum.ptr();
     a.latent_norm = latent_norm.ptr();
     a.tokens = tokens;
-    norm_kernel->launch({static_cast<unsigned>(tokens), 1, 1}, a, stream);
+    norm_kernel->launch({static_cast<unsigned>(tokens), 1, 1}, a, stream, pdl);
   }
 
   struct UpTarget {
@@ -314,8 +316,8 @@ struct LatentMoE::Impl {
   }
 
   // tp 1: norm, then the up projection straight into out (the shared output added in its epilogue).
-  void run_local(const CallBuffers& c, std::int64_t tokens, CUstream stream) const {
-    norm(c.routed, 0, c.gamma, tokens, stream);
+  void run_local(const CallBuffers& c, std::int64_t tokens, CUstream stream, bool chained) const {
+    norm(c.routed, 0, c.gamma, tokens, stream, chained || ctx.options().programmatic_launch);
     upproj({.rows = spec.hidden, .shared_parts = c.shared, .ranks = spec.shared_expert ? 1 : 0, .out = c.out, .out_ld = spec.hidden},
            c.w, tokens, stream);
   }
@@ -401,10 +403,10 @@ struct LatentMoE::Impl {
     permute_kernel->launch({blocks, 1, 1}, p, stream);
   }
 
-  void run(std::span<const Buffer> b, std::int64_t tokens, CUstream stream) const {
+  void run(std::span<const Buffer> b, std::int64_t tokens, CUstream stream, bool chained) const {
     const CallBuffers c = bind(b);
     if (spec.tp_size == 1) {
-      run_local(c, tokens, stream);
+      run_local(c, tokens, stream, chained);
     } else if (const Path path = choose(tokens); path == Path::fused) {
       run_fused(c, tokens, stream);
     } else {
@@ -468,10 +470,10 @@ void LatentMoE::check() const {
   if (impl_->comm) impl_->comm->check();
 }
 
-void LatentMoE::do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream, const LaunchHints&) const {
+void LatentMoE::do_launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream, const LaunchHints& hints) const {
   check();
   if (tokens == 0) return;
-  impl_->run(buffers, tokens, stream);
+  impl_->run(buffers, tokens, stream, hints.chained);
 }
 
 LatentMoEGroup::LatentMoEGroup(std::shared_ptr<const OpSpec> op, Options options, std::vector<int> devices) {

@@ -197,7 +197,9 @@ __device__ __forceinline__ void norm_row(long long t, int ranks, Load&& load, co
 template <class C>
 __global__ void __launch_bounds__(tail::kThreads) tail_norm_kernel(TailNormArgs a) {
   static_assert(tail::TailChecks<C>::ok);
-  launch_dependents();  // the up projection may start streaming W now
+  // A PDL launch (tp 1) waits for the kernel before it (the routed input's writer, or the last
+  // call's up projection, which reads z), then lets the up projection in to stream W.
+  dependent_launch_prologue();
   const long long t = blockIdx.x;
   const uint4* parts = static_cast<const uint4*>(a.routed);
   const long long stride = a.routed_rank_stride / 8;

@@ -155,6 +155,49 @@ TEST_CASE("latent tail, tp 1, matches the reference", "[gpu][latent_tail]") {
   CHECK_THROWS_AS(op->launch(device.bindings, 129, stream.get()), Error);
 }
 
+TEST_CASE("latent tail, tp 1: chained calls back to back give each call's own bits", "[gpu][latent_tail]") {
+  // Chained (LaunchHints::chained), the norm is a PDL launch that waits on the GPU for the kernel
+  // before it: the last call's up projection, which reads the z the norm overwrites. Two input
+  // sets alternating on one stream with no sync between the calls give each set's bits (every
+  // buffer: the output, R and z) from a call of its own, on the streamer and the tensor cores.
+  const auto ops = test::warm({R"({"op": "latent_tail", "tp_size": 1, "hidden": 7168, "latent": 3584, "max_tokens": 64})"});
+  const auto op = gpu_context().load(ops[0]);
+  const auto& harness = reference::harness_for("latent_tail");
+  LaunchHints chained;
+  chained.chained = true;
+  detail::Stream stream(gpu_context().driver());
+  for (std::int64_t t : {4, 64}) {
+    std::vector<tools::DeviceTensors> sets;
+    std::vector<std::vector<std::vector<std::byte>>> alone;
+    const auto download_all = [](const tools::DeviceTensors& set) {
+      std::vector<std::vector<std::byte>> out;
+      for (const auto& buffer : set.buffers) {
+        out.emplace_back(buffer.bytes());
+        buffer.download(out.back().data(), out.back().size());
+      }
+      return out;
+    };
+    for (int set = 0; set < 2; ++set) {
+      reference::Rng rng(static_cast<std::uint64_t>(31 + set));
+      auto host = reference::make_tensors(*ops[0], t);
+      harness.fill_inputs(*ops[0], host, t, rng, 0);
+      sets.push_back(tools::upload(gpu_context().driver(), host));
+      op->launch(sets.back().bindings, t, stream.get(), chained);
+      stream.synchronize();
+      alone.push_back(download_all(sets.back()));
+    }
+    REQUIRE(alone[0] != alone[1]);
+    for (int round = 0; round < 10; ++round) {
+      for (const auto& set : sets) op->launch(set.bindings, t, stream.get(), chained);
+      stream.synchronize();
+      for (std::size_t set = 0; set < 2; ++set) {
+        INFO("T=" << t << " round " << round << " set " << set);
+        CHECK(download_all(sets[set]) == alone[set]);
+      }
+    }
+  }
+}
+
 TEST_CASE("latent tail, tp 2/4/8: fused, base and striped paths agree with the reference and each other", "[gpu][latent_tail][tp2]") {
   const int tp = test_tp();
   if (tp < 2) {
