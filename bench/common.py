@@ -341,7 +341,7 @@ def write_json(path, doc):
 def summary(out_dir):
     """The summary lines each driver stored in its JSON, in run order."""
     lines = []
-    for name in ("routing", "activation", "latent_tail", "experts"):
+    for name in ("routing", "activation", "latent_tail", "latent_tail_pdl", "experts"):
         path = os.path.join(out_dir, f"{name}.json")
         if not os.path.exists(path):
             continue

@@ -2,9 +2,10 @@
 # Every table of bench/README.md, in one GPU call (device tool, nvidia-h200-x2: the latent tail
 # times tp 2 there and tp 1 alone on one GPU):
 #   here:   bash bench/device/build.sh
-#   there:  timeout 560 bash bench/device/run.sh [latent_tail] [routing] [activation] [experts] [experts_prefill]
-# No argument runs the first four (experts_prefill, ~250 s, is asked for by name: the Python
-# package in .carry/python drives it). A cold warmup of a private kernel cache comes first (timed, then a
+#   there:  timeout 560 bash bench/device/run.sh [latent_tail] [latent_tail_pdl] [routing] [activation] [experts] [experts_prefill]
+# No argument runs latent_tail, routing, activation and experts; latent_tail_pdl (the tp 1 tail
+# chained: MOEJIT_PDL=1) and experts_prefill (~250 s: the Python package in .carry/python drives
+# it) are asked for by name. A cold warmup of a private kernel cache comes first (timed, then a
 # warm start), then each driver (bench/bench_*.py, with the binaries build.sh put in .carry/)
 # writes NAME.txt (its tables) and NAME.json into $OUT; the summary comes last. run.txt holds what
 # this script printed and the warmup's output. More than 8 files in $OUT (what the device tool
@@ -19,11 +20,11 @@ BUDGET=${BUDGET:-540}  # seconds for everything, under the `timeout 560` around 
 mkdir -p "$OUT"
 : > "$OUT/run.txt"
 
-declare -A CAP=([warmup]=90 [latent_tail]=150 [routing]=230 [activation]=280 [experts]=300 [experts_prefill]=270)  # seconds a step may take
+declare -A CAP=([warmup]=90 [latent_tail]=150 [latent_tail_pdl]=90 [routing]=230 [activation]=280 [experts]=300 [experts_prefill]=270)  # seconds a step may take
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(latent_tail routing activation experts)
 for s in "${steps[@]}"; do
-  [ -n "${CAP[$s]:-}" ] && [ "$s" != warmup ] || { echo "usage: $0 [latent_tail] [routing] [activation] [experts] [experts_prefill]" >&2; exit 2; }
+  [ -n "${CAP[$s]:-}" ] && [ "$s" != warmup ] || { echo "usage: $0 [latent_tail] [latent_tail_pdl] [routing] [activation] [experts] [experts_prefill]" >&2; exit 2; }
 done
 
 say() { echo "$@" | tee -a "$OUT/run.txt"; }
@@ -105,6 +106,8 @@ echo "$WARM"
 for s in "${steps[@]}"; do
   case $s in
     latent_tail) run_step latent_tail python3 bench/bench_latent_tail.py --tail-bench $B/moejit_tail_bench --json "$OUT/latent_tail.json" ;;
+    latent_tail_pdl) run_step latent_tail_pdl env MOEJIT_PDL=1 python3 bench/bench_latent_tail.py --tp 1 --tail-bench $B/moejit_tail_bench \
+                       --json "$OUT/latent_tail_pdl.json" ;;
     routing) run_step routing python3 bench/bench_routing.py --moejit $B/moejit --json "$OUT/routing.json" --crossover "$OUT/crossover.json" ;;
     activation) run_step activation python3 bench/bench_activation.py --moejit $B/moejit --json "$OUT/activation.json" ;;
     experts) run_step experts env PYTHONPATH=$B/python python3 bench/bench_experts.py --moejit $B/moejit --tokens 1,8,32,64 \
