@@ -164,6 +164,7 @@ BenchResult timed(Context& context, const Op& op, const detail::Stream& stream, 
   r.flops = harness.flops(op.spec(), host, tokens);
   r.gb_per_s = r.bytes / (r.us_per_call * 1e-6) / 1e9;
   r.copy_fraction = r.bytes / (r.us_per_call * 1e-6) / yardsticks.copy_bytes_per_s;
+  r.read_fraction = r.bytes / (r.us_per_call * 1e-6) / yardsticks.read_bytes_per_s;
   r.peak_fraction = r.bytes / (r.us_per_call * 1e-6) / yardsticks.hbm_peak_bytes_per_s;
   return r;
 }

@@ -57,6 +57,7 @@ struct BenchResult {
   double flops = 0;     ///< the op's floating-point operations (0 where it has no GEMM)
   double gb_per_s = 0;
   double copy_fraction = 0;  ///< achieved bandwidth over the SM copy's (Yardsticks)
+  double read_fraction = 0;  ///< over the streaming read's: the ceiling of ops that mostly read (the experts' weights)
   double peak_fraction = 0;  ///< achieved bandwidth over the HBM peak of the device attributes
 };
 /// Times `calls` launches per graph replay (median of `replays`), rotating through enough copies
