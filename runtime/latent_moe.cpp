@@ -237,8 +237,8 @@ struct LatentMoE::Impl {
     detail::check_nccl(ncclAllGather(send, recv, static_cast<std::size_t>(count), ncclBfloat16, c.get(), stream), "ncclAllGather", c.get());
   }
 
-  // pdl: launched to wait on the GPU for the kernel before it (which may write the routed input
-  // and, the last call's up projection, reads z): tp 1 only, where that kernel is a moejit one.
+  // pdl: a PDL launch, which waits on the GPU for the kernel before it (the routed input's writer,
+  // or the last call's up projection, which reads z). tp 1 only: at tp > 1 an all-gather precedes it.
   void norm(const void* parts, std::int64_t rank_stride, const void* gamma, std::int64_t tokens, CUstream stream, bool pdl = false) const {
     TailNormArgs a{};
     a.routed = parts;

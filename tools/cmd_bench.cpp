@@ -144,8 +144,8 @@ Action add_bench(CLI::App& app) {
         results.push_back({{"op", op->spec().name}, {"family", op->spec().family()},
                            {"op_spec", nlohmann::json::parse(op->spec().canonical_json())}, {"tokens", t},
                            {"us_per_call", r.us_per_call}, {"bytes", r.bytes}, {"flops", r.flops}, {"GBps", r.gb_per_s},
-                           {"copy_fraction", r.copy_fraction}, {"read_fraction", r.read_fraction}, {"peak_fraction", r.peak_fraction}, {"hot", hot}, {"expected_rows", o->expected_rows},
-                           {"inputs", in.name}});
+                           {"copy_fraction", r.copy_fraction}, {"read_fraction", r.read_fraction}, {"peak_fraction", r.peak_fraction},
+                           {"hot", hot}, {"expected_rows", o->expected_rows}, {"inputs", in.name}});
       }
     }
     if (!o->json.empty()) {
