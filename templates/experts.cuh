@@ -446,9 +446,8 @@ __global__ void __launch_bounds__(32 * C::kGroups2 * C::kSplit2) experts_gemm2_k
 /// One token's GEMM2, router weight and combine: CTA (output columns 16 blockIdx.x ...), warp
 /// (slot w + kSlotWarps i for each i, K split s) of kSlotWarps x kSplit2. Its first weight blocks
 /// load before it waits for GEMM1's h. It never lets the next kernel in early: that kernel's CTAs
-/// would take SMs whose carveout this one's stash has made the largest, and a next call's GEMM1
-/// streams at half speed with 28 KB of L1 (H200, `moejit bench --pdl`, T = 1: Qwen3-30B-A3B
-/// 28.8 against 22.2 us, Kimi-K3 tp 8 45.5 against 37.1).
+/// would take SMs whose carveout this one's stash has made the largest, where a next call's GEMM1
+/// streams at half speed with 28 KB of L1.
 template <class C>
 __global__ void __launch_bounds__(32 * experts::one_token_warps<C>()) experts_gemm2_one_kernel(ExpertsGemmArgs a) {
   static_assert(experts::Checks<C>::ok);
