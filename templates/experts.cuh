@@ -272,7 +272,7 @@ template <class C>
 struct Stash {
   static constexpr int kBlocks = C::kI / kBlockK / C::kSplit2;
   static constexpr int kChunk = kBlocks * kBlockK * 2;  // bytes of a row one split reads
-  static constexpr int kStride = kChunk % 128 == 0 ? kChunk + 64 : kChunk;
+  static constexpr int kStride = experts_stash_stride(kChunk);
   static constexpr int kPart = 16 * kStride;  // one (slot, split)'s rows
   __device__ static char* part(char* stash, int region, int split) { return stash + (region * C::kSplit2 + split) * kPart; }
   __device__ static typename C::T* h(char* stash, int regions) {

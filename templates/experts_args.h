@@ -30,6 +30,11 @@ struct ExpertsMetaArgs {
   int sort_chunk;            // pairs a block of that sort takes
 };
 
+/// The one-token GEMM2 stash's row stride for rows of `chunk` bytes (experts.cuh's Stash; the host
+/// sizes the stash by it): 64 bytes mod 128, so that the two rows a quarter-warp reads fall in
+/// different banks.
+constexpr int experts_stash_stride(int chunk) { return chunk % 128 == 0 ? chunk + 64 : chunk; }
+
 struct ExpertsGemmArgs {
   const void* x;             // GEMM1: x; GEMM2: h (the workspace GEMM1 wrote)
   const void* w;             // w13 or w2

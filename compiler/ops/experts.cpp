@@ -2,6 +2,7 @@
 
 #include "activation.hpp"
 #include "compiler/codegen.hpp"
+#include "templates/experts_args.h"
 
 #include <fmt/format.h>
 
@@ -65,9 +66,8 @@ int experts_one_token_threads(const ExpertsSpec& s, const ExpertsTiling& t) noex
 }
 
 std::int64_t experts_one_token_stash_bytes(const ExpertsSpec& s, const ExpertsTiling& t, int regions) noexcept {
-  // templates/experts.cuh's Stash: each split's 16 rows padded to 64 bytes mod 128, and an h row
-  const std::int64_t chunk = 2 * s.intermediate / t.split2;
-  const std::int64_t stride = chunk % 128 == 0 ? chunk + 64 : chunk;
+  // templates/experts.cuh's Stash: each split's 16 padded rows, and an h row
+  const std::int64_t stride = experts_stash_stride(static_cast<int>(2 * s.intermediate / t.split2));
   return static_cast<std::int64_t>(regions) * (16 * t.split2 * stride + 2 * s.intermediate);
 }
 
