@@ -39,7 +39,7 @@
 //
 // Config (generated): kH, kI, kE, kK, kIdRange, kMasked, kHasMap, kWeightOnInput, kBias, kIds64,
 // T (= Out), activation constants (kKind, kInterleaved, kBeta, kInvBeta, kLinearBeta,
-// kInvLinearBeta, kAlpha, kLimit), kGroups1, kSplit1, kGroups2, kSplit2, kRing1, kRing2.
+// kInvLinearBeta, kAlpha, kLimit), kGroups1, kSplit1, kGroups2, kSplit2, kRing1, kRing2, kRingOne.
 
 #include "activation.cuh"
 #include "experts_args.h"
@@ -320,9 +320,7 @@ __global__ void __launch_bounds__(32 * (kOne ? 1 : C::kGroups1) * C::kSplit1) ex
   static_assert(!kOne || (kNB == 1 && !C::kMasked), "one token: standard layout, tiles of one row");
   using namespace experts;
   using T = typename C::T;
-  // One token: 8 blocks in flight for every shape (against 4, on the H200: Qwen3-30B-A3B 25.7 -> 25.3 us,
-  // Kimi-K3 tp 8 43.1 -> 42.7).
-  constexpr int kGroups = kOne ? 1 : C::kGroups1, kSplit = C::kSplit1, kU = kOne ? 8 : ring<C, 1, kNB>();
+  constexpr int kGroups = kOne ? 1 : C::kGroups1, kSplit = C::kSplit1, kU = kOne ? C::kRingOne : ring<C, 1, kNB>();
   constexpr int kBlocks = C::kH / kBlockK / kSplit;
   __shared__ float scratch[(kSplit > 1 ? kSplit - 1 : 1) * kGroups * 32 * kNB * 4];
   ExpertsTile tile;

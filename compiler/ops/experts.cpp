@@ -39,12 +39,15 @@ int k_splits(std::int64_t k, std::int64_t warps_at_one_token) {
 // Qwen3-30B-A3B's at 8 was 24-31% slower at T = 8-64 (ptxas gave its GEMM1 46 registers: no ring
 // left), at 6 (107 registers) 1-1.5% slower than at 4, so 4 is GEMM1's default. GEMM2 at 8 against
 // 4: Qwen3-30B-A3B 2.4-2.6% faster at T = 8-64 (134.7 / 273.6 / 313.6 -> 131.5 / 266.7 / 305.6 us),
-// hence 8 for every shape.
+// hence 8 for every shape. The one-token GEMM1 keeps 8 (Qwen3-30B-A3B at T = 1: 22.9 us against 23.1
+// at 4), but Kimi-K3 tp 8's takes 4: ptxas then gives it 64 registers rather than 114, so that the
+// SMs hold all 768 of its CTAs of 4 warps at once (1.45 waves at 8; 1.16 at 6, which ran 40.3 us):
+// 37.3 -> 36.4 us at T = 1 in one run, 36.9 against 37.1-37.4 across runs.
 struct RingOverride {
   std::int64_t hidden, intermediate;
-  int ring1;
+  int ring1, ring_one;
 };
-constexpr RingOverride kRingOverrides[] = {{3584, 384, 8}};
+constexpr RingOverride kRingOverrides[] = {{3584, 384, 8, 4}};
 
 ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept {
   ExpertsTiling t;
@@ -55,7 +58,7 @@ ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept {
   t.groups1 = t.split1 > 2 ? 2 : 4;
   t.groups2 = t.split2 > 2 ? 2 : 4;
   for (const auto& o : kRingOverrides) {
-    if (o.hidden == s.hidden && o.intermediate == s.intermediate) t.ring1 = o.ring1;
+    if (o.hidden == s.hidden && o.intermediate == s.intermediate) t.ring1 = o.ring1, t.ring_one = o.ring_one;
   }
   return t;
 }
@@ -118,7 +121,8 @@ void common_constants(StubBuilder& stub, const ExpertsSpec& s, const ExpertsTili
       .constant("int", "kGroups2", std::to_string(t.groups2))
       .constant("int", "kSplit2", std::to_string(t.split2))
       .constant("int", "kRing1", std::to_string(t.ring1))
-      .constant("int", "kRing2", std::to_string(t.ring2));
+      .constant("int", "kRing2", std::to_string(t.ring2))
+      .constant("int", "kRingOne", std::to_string(t.ring_one));
   add_activation_constants(stub, s.activation);
 }
 
@@ -175,7 +179,8 @@ std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch)
       .set("groups2", std::to_string(t.groups2))
       .set("split2", std::to_string(t.split2))
       .set("ring1", std::to_string(t.ring1))
-      .set("ring2", std::to_string(t.ring2));
+      .set("ring2", std::to_string(t.ring2))
+      .set("ring_one", std::to_string(t.ring_one));
 
   StubBuilder stub("experts.cuh");
   common_constants(stub, s, t);

@@ -19,6 +19,7 @@ struct ExpertsTiling {
   int split2 = 1;   ///< GEMM2: warps splitting I
   int ring1 = 4;    ///< GEMM1: k blocks in flight a warp, where its tiles take one n8 block of rows
   int ring2 = 8;    ///< GEMM2: the same (and the one-token GEMM2's slots it does not stash)
+  int ring_one = 8;  ///< the one-token GEMM1 (CTAs of one row group): k blocks in flight a warp
 };
 ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept;
 
