@@ -266,7 +266,8 @@ __device__ __forceinline__ int tile_row(const ExpertsTile& tile, int j, int g) {
 /// One token's GEMM2 stash: `regions` regions of shared memory, each one slot's 16 w2 rows of every
 /// K split, filled by bulk copies (TMA: no L1 held for loads in flight, unlike cp.async or the
 /// register ring), then the h rows of the first `regions` slots. Slot k takes region k % regions
-/// once slot k - regions has been read from it. A row is padded to a stride of 64 bytes mod 128,
+/// once slot k - regions has been read from it; at most two slots a region (2 regions >= K: a
+/// barrier's phases are told apart by parity). A row is padded to a stride of 64 bytes mod 128,
 /// so that the two rows (g, g + 1) a quarter-warp reads fall in different banks.
 template <class C>
 struct Stash {

@@ -80,7 +80,8 @@ int experts_one_token_stash_regions(const ExpertsSpec& s, const ExpertsTiling& t
   const std::int64_t each = r.shared_per_sm / per_sm(s.hidden / kExpertsOneTokenColumns) - kReservedSharedPerBlock;
   const std::int64_t dynamic = std::min<std::int64_t>(each, r.shared_per_block) - r.gemm2_static;
   const std::int64_t regions = std::min<std::int64_t>(dynamic / experts_one_token_stash_bytes(s, t, 1), s.topk);
-  // Past two slots a region, the later slots' copies wait on a chain of reads: the register ring instead.
+  // At most two slots a region: the kernel's barrier waits tell a region's phases apart by parity
+  // only (and past two, the later slots' copies would wait on a chain of reads). Else the register ring.
   return regions > 0 && 2 * regions >= s.topk ? static_cast<int>(regions) : 0;
 }
 
