@@ -322,7 +322,7 @@ TEST_CASE("experts: the prefill contract exists on sm_90a where a wgmma N divide
   CHECK_FALSE(masked[0].has_kernel("gemm2_one"));
 }
 
-TEST_CASE("experts: the decode GEMMs' rings, and the one-token GEMM2 stashes the slots that fit when the SMs hold its whole grid", "[contract][experts]") {
+TEST_CASE("experts: the decode and one-token GEMMs' rings, and the one-token GEMM2 stashes the slots that fit when the SMs hold its whole grid", "[contract][experts]") {
   const auto spec_of = [](const std::string& fields) {
     return std::dynamic_pointer_cast<const ExpertsSpec>(
         parse_spec(R"({"op": "experts", )" + fields + R"(, "activation": {"kind": "silu"}})", "t.json").ops[0]);
@@ -333,9 +333,11 @@ TEST_CASE("experts: the decode GEMMs' rings, and the one-token GEMM2 stashes the
   // to 1600, and an h row: 27136 bytes a slot).
   const auto qwen3 = spec_of(R"("hidden": 2048, "intermediate": 768, "num_experts": 128, "topk": 8)");
   // The decode GEMMs' rings: GEMM1's 4 blocks, 8 where measured faster (Kimi-K3 tp 8's shape);
-  // GEMM2's 8.
+  // GEMM2's 8; the one-token GEMM1's 8, 4 where measured faster (Kimi-K3 tp 8's shape).
   CHECK(experts_tiling(*qwen3).ring1 == 4);
   CHECK(experts_tiling(*qwen3).ring2 == 8);
+  CHECK(experts_tiling(*qwen3).ring_one == 8);
+  CHECK(contracts(*qwen3, "sm_90a")[0].get("ring_one") == "8");
   CHECK(contracts(*qwen3, "sm_90a")[0].get("ring1") == "4");
   CHECK(contracts(*qwen3, "sm_90a")[0].get("ring2") == "8");
   CHECK(experts_one_token_stash_regions(*qwen3, experts_tiling(*qwen3), h200(528)) == 8);
@@ -344,6 +346,8 @@ TEST_CASE("experts: the decode GEMMs' rings, and the one-token GEMM2 stashes the
   const auto kimi = spec_of(R"("hidden": 3584, "intermediate": 384, "num_experts": 896, "topk": 16)");
   CHECK(experts_tiling(*kimi).ring1 == 8);
   CHECK(contracts(*kimi, "sm_90a")[0].get("ring1") == "8");
+  CHECK(experts_tiling(*kimi).ring_one == 4);
+  CHECK(contracts(*kimi, "sm_90a")[0].get("ring_one") == "4");
   CHECK(experts_one_token_stash_regions(*kimi, experts_tiling(*kimi), h200(1408)) == 8);
   CHECK(experts_one_token_stash_bytes(*kimi, experts_tiling(*kimi), 8) == 8 * (16 * 832 + 768));
   // 32 CTAs, one an SM, K split 2 ways: 6 regions of 36 KB for 12 slots; past two slots a region
