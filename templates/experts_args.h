@@ -48,7 +48,7 @@ struct ExpertsGemmArgs {
   long long tokens;          // T (masked: T_max)
   const void* ids;           // one token (no metadata): topk_ids, each slot's expert; else null
   const int* expert_map;     // one token with global experts: [E_global]; else null
-  int stash_regions;           // one token's GEMM2: the regions of shared memory it stashes slots'
+  int stash_regions;         // one token's GEMM2: the regions of shared memory it stashes slots'
                              // weights in, the first before h is ready (experts.cuh's Stash); else 0
 };
 
