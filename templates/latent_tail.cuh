@@ -386,49 +386,79 @@ __device__ __forceinline__ void store8(bf16* p, uint4 x) {
 
 }  // namespace tail
 
+/// S for the chunks (token, 8 rows) that thread `tid` of kThreads takes in upproj_epilogue:
+/// shared_sum's, or the rank-order fp32 sum of shared_parts' (as the epilogue adds it). The
+/// tensor-core kernel loads it before its mainloop, so that its epilogue does not wait on memory.
+template <class C, int kGroups, int kTokens, int kThreads>
+struct TailS {
+  static constexpr int kChunks = 2 * kGroups * kTokens;  // (token, group, half): 8 rows each
+  static constexpr int kPer = (kChunks + kThreads - 1) / kThreads;
+  float v[kPer][8];
+
+  __device__ void load(const TailUpArgs& a, long long t0, int col0, int tid) {
+    using namespace tail;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int c = tid + i * kThreads;
+      const int half = c % 2, grp = (c / 2) % kGroups, tt = c / (2 * kGroups);
+      const long long t = t0 + tt;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[i][e] = 0.0f;
+      if (c >= kChunks || t >= a.tokens) continue;
+      const int col = col0 + 16 * grp + 8 * half;
+      if (a.shared_sum) {
+        const float4* p = reinterpret_cast<const float4*>(a.shared_sum + t * a.rows + col);
+        const float4 x = p[0], y = p[1];
+        const float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[i][e] = f[e];
+      } else if (a.shared_parts) {
+        const bf16* parts = static_cast<const bf16*>(a.shared_parts) + t * C::kH + a.row0 + col;
+        for (int r = 0; r < a.ranks; ++r) {
+          float f[8];
+          load8(parts + r * a.shared_rank_stride, f);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) v[i][e] = add(v[i][e], f[e]);
+        }
+      }
+    }
+  }
+};
+
 /// The up projection's epilogue over a CTA's partial sums: s_tile holds kSplit x kGroups [token]
 /// [16 rows] tiles (rows padded to kTileStride floats) of tokens [t0, t0 + kTokens) and the slice's
-/// rows [col0, col0 + 16 kGroups). Every thread takes 8 rows of one token: the splits' sums in
-/// split order, + S, one rounding, one 16-byte store (or one a peer).
-template <class C, int kSplit, int kGroups, int kTokens>
-__device__ __forceinline__ void upproj_epilogue(const TailUpArgs& a, const float* s_tile, long long t0, int col0) {
+/// rows [col0, col0 + 16 kGroups). Every thread (of kThreads) takes 8 rows of one token: the
+/// splits' sums in split order, + S (`s`, loaded for the same thread), one rounding, one 16-byte
+/// store (or one a peer).
+template <class C, int kSplit, int kGroups, int kTokens, int kThreads>
+__device__ __forceinline__ void upproj_epilogue(const TailUpArgs& a, const float* s_tile, long long t0, int col0,
+                                                const TailS<C, kGroups, kTokens, kThreads>& s) {
   using namespace tail;
   using L = Layout<C>;
+  using S = TailS<C, kGroups, kTokens, kThreads>;
   const int phase = a.out ? 0 : *a.phase;
-  constexpr int kChunks = 2 * kGroups * kTokens;  // (token, group, half): 8 rows each
-  for (int c = static_cast<int>(threadIdx.x); c < kChunks; c += static_cast<int>(blockDim.x)) {
+  const bool add_s = a.shared_sum || a.shared_parts;
+#pragma unroll
+  for (int i = 0; i < S::kPer; ++i) {
+    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
     const int half = c % 2, grp = (c / 2) % kGroups, tt = c / (2 * kGroups);
     const long long t = t0 + tt;
-    if (t >= a.tokens) continue;
+    if (c >= S::kChunks || t >= a.tokens) continue;
     float v[8];
 #pragma unroll
-    for (int s = 0; s < kSplit; ++s) {
-      const float* p = s_tile + (s * kGroups + grp) * kTokens * kTileStride + tt * kTileStride + 8 * half;
+    for (int sp = 0; sp < kSplit; ++sp) {
+      const float* p = s_tile + (sp * kGroups + grp) * kTokens * kTileStride + tt * kTileStride + 8 * half;
       const float4 x = load_shared_float4(p), y = load_shared_float4(p + 4);
       const float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = s == 0 ? f[e] : add(v[e], f[e]);
+      for (int e = 0; e < 8; ++e) v[e] = sp == 0 ? f[e] : add(v[e], f[e]);
+    }
+    if (add_s) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = add(v[e], s.v[i][e]);
     }
     const int col = col0 + 16 * grp + 8 * half;  // in the slice
     const long long row = a.row0 + col;          // in W, and the column of out
-    if (a.shared_sum) {
-      const float4* p = reinterpret_cast<const float4*>(a.shared_sum + t * a.rows + col);
-      const float4 x = p[0], y = p[1];
-      const float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = add(v[e], f[e]);
-    } else if (a.shared_parts) {
-      float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      const bf16* parts = static_cast<const bf16*>(a.shared_parts) + t * C::kH + row;
-      for (int r = 0; r < a.ranks; ++r) {
-        float f[8];
-        load8(parts + r * a.shared_rank_stride, f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sum[e] = add(sum[e], f[e]);
-      }
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = add(v[e], sum[e]);
-    }
     const uint4 o = sanitize8(round8(v));  // -0.0 out as +0.0 on every path: it marks an empty peer slot
     if (a.out) {
       store8(static_cast<bf16*>(a.out) + t * a.out_ld + col, o);
@@ -475,8 +505,10 @@ __global__ void __launch_bounds__(32 * C::kGroups * C::kSplit) tail_upproj_kerne
 #pragma unroll
     for (int i = 0; i < 4; ++i) tile[(8 * j + 2 * q + i % 2) * kTileStride + g + 8 * (i / 2)] = acc[j][i];
   }
+  TailS<C, kGroups, kTokens, 32 * kGroups * kSplit> s;
+  s.load(a, t0, col0, static_cast<int>(threadIdx.x));
   __syncthreads();
-  upproj_epilogue<C, kSplit, kGroups, kTokens>(a, s_tile, t0, col0);
+  upproj_epilogue<C, kSplit, kGroups, kTokens, 32 * kGroups * kSplit>(a, s_tile, t0, col0, s);
 }
 
 // sm_90a: CTA (token tile blockIdx.x of kTokens, W rows [64 blockIdx.y, + 64) of the slice).
@@ -508,6 +540,7 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
   const long long t0 = static_cast<long long>(blockIdx.x) * kTokens;
   const int col0 = static_cast<int>(blockIdx.y) * kTailTcRows;  // the CTA's first row, in the slice
   float acc[kTokens / 2];  // the consumers': their warpgroup's 64 rows x kTokens
+  TailS<C, 4, kTokens, kTailTcThreads> s_pre;  // every thread's S, loaded ahead of the mainloop
   if (threadIdx.x == 0) {
     for (int i = 0; i < kTailTcSplit * kStages; ++i) {
       barrier_init(&full[i], 1);
@@ -532,7 +565,8 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
     }
     // NOTE: unlike the streamer, no W is asked into L2 past the rings: bulk or per-line prefetches
     // both made this kernel slower (measured 0.6-1.9 us at T = 9-64 for the bulk ones).
-    wait_for_primary();  // z
+    wait_for_primary();  // z, and S
+    s_pre.load(a, t0, col0, static_cast<int>(threadIdx.x));
     if (lane == 0) {
       for (int wg = 0; wg < kTailTcSplit; ++wg) {
         for (int i = 0; i < kFirst; ++i) tma_load(stage(wg, i) + kWBytes, &args.z, &full[wg * kStages + i], (wg * kKBlocks + i) * 64, t0);
@@ -550,6 +584,7 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
   } else {  // the consumers
     const int wg = warp / 4;
     wait_for_primary();  // S (shared_sum, shared_parts) of the epilogue
+    s_pre.load(a, t0, col0, static_cast<int>(threadIdx.x));
     for (int i = 0; i < kKBlocks; ++i) {
       const int b = wg * kStages + i % kStages;
       barrier_wait(&full[b], (i / kStages) & 1);
@@ -576,7 +611,7 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
     }
   }
   __syncthreads();
-  upproj_epilogue<C, kTailTcSplit, 4, kTokens>(a, reinterpret_cast<const float*>(smem), t0, col0);
+  upproj_epilogue<C, kTailTcSplit, 4, kTokens, kTailTcThreads>(a, reinterpret_cast<const float*>(smem), t0, col0, s_pre);
 }
 
 // ---- fused path, kernel 3: assemble [T, H] from every rank's pushed slices ------------------
