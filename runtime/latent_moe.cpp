@@ -281,12 +281,12 @@ struct LatentMoE::Impl {
     if (upproj_tc[0] && tokens > detail::kTailUpProjTokens[0]) {
       const std::size_t size = smallest_tile(detail::kTailUpProjTcTokens, tokens);
       if (w_map.base != w) {
-        w_map.map = detail::tma_map(drv, w, spec.latent, spec.hidden, kTailTcRows, DType::bf16);
+        w_map.map = detail::tma_map(drv, w, spec.latent, spec.hidden, tiling.tc_rows, DType::bf16);
         w_map.base = w;
       }
       const TailUpTcArgs tc{w_map.map, z_maps[size], a};
       const detail::Dim3 grid{static_cast<unsigned>(ceil_div(tokens, detail::kTailUpProjTcTokens[size])),
-                              static_cast<unsigned>(u.rows / kTailTcRows), 1};
+                              static_cast<unsigned>(u.rows / tiling.tc_rows), 1};
       upproj_tc[size]->launch(grid, tc, stream, /*pdl=*/true);
       return;
     }
@@ -438,7 +438,7 @@ LatentMoE::LatentMoE(Context& context, std::shared_ptr<const OpSpec> op, Communi
   }
   if (detail::latent_tail_tc(*spec, context.device().arch) && m.max_tokens > detail::kTailUpProjTokens[0]) {  // past 8 tokens
     for (std::size_t i = 0; i < m.upproj_tc.size(); ++i) {
-      m.upproj_tc[i] = load(detail::kTailUpProjTc[i], kTailTcThreads, static_cast<unsigned>(tail_tc_shared_bytes(detail::kTailUpProjTcTokens[i])));
+      m.upproj_tc[i] = load(detail::kTailUpProjTc[i], kTailTcThreads, static_cast<unsigned>(tail_tc_shared_bytes(detail::kTailUpProjTcTokens[i], m.tiling.tc_rows)));
     }
   }
   if (spec->tp_size > 1) {

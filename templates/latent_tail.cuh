@@ -25,7 +25,7 @@
 // on the device (3 phases) lets a fast rank run one call ahead without overwriting slots a slow
 // rank still reads, and lets CUDA graphs replay without host state.
 //
-// Config (generated): kH, kL, kTP, kShared, kEps, kSlotTokens, kSplit, kGroups.
+// Config (generated): kH, kL, kTP, kShared, kEps, kSlotTokens, kSplit, kGroups, kTcRows.
 
 #include "common.cuh"
 #include "latent_tail_args.h"
@@ -389,7 +389,9 @@ __device__ __forceinline__ void store8(bf16* p, uint4 x) {
 /// S for the chunks (token, 8 rows) that thread `tid` of kThreads takes in upproj_epilogue:
 /// shared_sum's, or the rank-order fp32 sum of shared_parts' (as the epilogue adds it). The
 /// tensor-core kernel loads it before its mainloop, so that its epilogue does not wait on memory.
-template <class C, int kGroups, int kTokens, int kThreads>
+/// Of a CTA's 16 kGroups rows the first kRows are its own (the tensor-core kernel's last 8 may
+/// be past them).
+template <class C, int kGroups, int kTokens, int kThreads, int kRows = 16 * kGroups>
 struct TailS {
   static constexpr int kChunks = 2 * kGroups * kTokens;  // (token, group, half): 8 rows each
   static constexpr int kPer = (kChunks + kThreads - 1) / kThreads;
@@ -404,7 +406,7 @@ struct TailS {
       const long long t = t0 + tt;
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[i][e] = 0.0f;
-      if (c >= kChunks || t >= a.tokens) continue;
+      if (c >= kChunks || t >= a.tokens || 16 * grp + 8 * half >= kRows) continue;
       const int col = col0 + 16 * grp + 8 * half;
       if (a.shared_sum) {
         const float4* p = reinterpret_cast<const float4*>(a.shared_sum + t * a.rows + col);
@@ -427,15 +429,15 @@ struct TailS {
 
 /// The up projection's epilogue over a CTA's partial sums: s_tile holds kSplit x kGroups [token]
 /// [16 rows] tiles (rows padded to kTileStride floats) of tokens [t0, t0 + kTokens) and the slice's
-/// rows [col0, col0 + 16 kGroups). Every thread (of kThreads) takes 8 rows of one token: the
-/// splits' sums in split order, + S (`s`, loaded for the same thread), one rounding, one 16-byte
-/// store (or one a peer).
-template <class C, int kSplit, int kGroups, int kTokens, int kThreads>
+/// rows [col0, col0 + 16 kGroups), of which the first kRows are stored. Every thread (of
+/// kThreads) takes 8 rows of one token: the splits' sums in split order, + S (`s`, loaded for
+/// the same thread), one rounding, one 16-byte store (or one a peer).
+template <class C, int kSplit, int kGroups, int kTokens, int kThreads, int kRows>
 __device__ __forceinline__ void upproj_epilogue(const TailUpArgs& a, const float* s_tile, long long t0, int col0,
-                                                const TailS<C, kGroups, kTokens, kThreads>& s) {
+                                                const TailS<C, kGroups, kTokens, kThreads, kRows>& s) {
   using namespace tail;
   using L = Layout<C>;
-  using S = TailS<C, kGroups, kTokens, kThreads>;
+  using S = TailS<C, kGroups, kTokens, kThreads, kRows>;
   const int phase = a.out ? 0 : *a.phase;
   const bool add_s = a.shared_sum || a.shared_parts;
 #pragma unroll
@@ -443,7 +445,7 @@ __device__ __forceinline__ void upproj_epilogue(const TailUpArgs& a, const float
     const int c = static_cast<int>(threadIdx.x) + i * kThreads;
     const int half = c % 2, grp = (c / 2) % kGroups, tt = c / (2 * kGroups);
     const long long t = t0 + tt;
-    if (c >= S::kChunks || t >= a.tokens) continue;
+    if (c >= S::kChunks || t >= a.tokens || 16 * grp + 8 * half >= kRows) continue;
     float v[8];
 #pragma unroll
     for (int sp = 0; sp < kSplit; ++sp) {
@@ -508,17 +510,19 @@ __global__ void __launch_bounds__(32 * C::kGroups * C::kSplit) tail_upproj_kerne
   TailS<C, kGroups, kTokens, 32 * kGroups * kSplit> s;
   s.load(a, t0, col0, static_cast<int>(threadIdx.x));
   __syncthreads();
-  upproj_epilogue<C, kSplit, kGroups, kTokens, 32 * kGroups * kSplit>(a, s_tile, t0, col0, s);
+  upproj_epilogue<C, kSplit, kGroups, kTokens, 32 * kGroups * kSplit, 16 * kGroups>(a, s_tile, t0, col0, s);
 }
 
-// sm_90a: CTA (token tile blockIdx.x of kTokens, W rows [64 blockIdx.y, + 64) of the slice).
-// Warpgroup s of the two takes L's half s with wgmma m64 x kTokens x 16 (A: 64 W rows, B: the
-// tokens, both K-major from shared memory, 128-byte swizzle): W read through the tensor cores'
-// shared B rather than through each warp's registers, which at 64 tokens holds 4x W's bytes of z
-// a warp. Warp 8 issues the TMA loads into each warpgroup's ring of stages (full/empty
-// mbarriers); W's first stages are loaded before the wait for the kernel that writes z. Each
-// warp's accumulators are the streamer's [token][16 rows] tile for upproj_epilogue (kSplit 2,
-// kGroups 4).
+// sm_90a: CTA (token tile blockIdx.x of kTokens, W rows [R blockIdx.y, + R) of the slice, R =
+// kTcRows: the fewest rows that cover H in one wave of CTAs, so that at 7168 rows 128 SMs stream
+// W rather than 112). Warpgroup s of the two takes L's half s with wgmma m64 x kTokens x 16 (A:
+// the R W rows, B: the tokens, both K-major from shared memory, 128-byte swizzle): W read through
+// the tensor cores' shared B rather than through each warp's registers, which at 64 tokens holds
+// 4x W's bytes of z a warp. A stage is R W rows then the tokens, so at R < 64 the m64's last rows
+// read the stage's first tokens: their sums are dropped by the epilogue. Warp 8 issues the TMA
+// loads into each warpgroup's ring of stages (full/empty mbarriers); W's first stages are loaded
+// before the wait for the kernel that writes z. Each warp's accumulators are the streamer's
+// [token][16 rows] tile for upproj_epilogue (kSplit 2, kGroups 4, the first R rows stored).
 template <class C, int kTokens>
 __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const __grid_constant__ TailUpTcArgs args) {
   using namespace tail;
@@ -526,8 +530,10 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
   static_assert(TailChecks<C>::ok);
   static_assert(C::kL % (64 * kTailTcSplit) == 0, "L in whole 64-wide k blocks a warpgroup");
   constexpr int kKBlocks = C::kL / 64 / kTailTcSplit;  // a warpgroup's
-  constexpr int kStages = tail_tc_stages(kTokens);
-  constexpr int kWBytes = kTailTcRows * 128, kStageBytes = kWBytes + kTokens * 128;
+  constexpr int kRows = C::kTcRows;
+  static_assert(kRows % 8 == 0 && kRows <= kTailTcMaxRows && kRows + kTokens >= 64, "rows in swizzle atoms; an m64 within its stage");
+  constexpr int kStages = tail_tc_stages(kTokens, kRows);
+  constexpr int kWBytes = kRows * 128, kStageBytes = kWBytes + kTokens * 128;
   constexpr int kRing = kTailTcSplit * kStages * kStageBytes, kSums = kTailTcSplit * 4 * kTokens * kTileStride * 4;
   static_assert(kStageBytes % 1024 == 0, "stages on 1024-byte swizzle atoms");
   const TailUpArgs& a = args.u;
@@ -538,9 +544,9 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
   const auto stage = [&](int wg, int i) { return smem + (wg * kStages + i % kStages) * kStageBytes; };
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const long long t0 = static_cast<long long>(blockIdx.x) * kTokens;
-  const int col0 = static_cast<int>(blockIdx.y) * kTailTcRows;  // the CTA's first row, in the slice
+  const int col0 = static_cast<int>(blockIdx.y) * kRows;  // the CTA's first row, in the slice
   float acc[kTokens / 2];  // the consumers': their warpgroup's 64 rows x kTokens
-  TailS<C, 4, kTokens, kTailTcThreads> s_pre;  // every thread's S, loaded ahead of the mainloop
+  TailS<C, 4, kTokens, kTailTcThreads, kRows> s_pre;  // every thread's S, loaded ahead of the mainloop
   if (threadIdx.x == 0) {
     for (int i = 0; i < kTailTcSplit * kStages; ++i) {
       barrier_init(&full[i], 1);
@@ -611,7 +617,7 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
     }
   }
   __syncthreads();
-  upproj_epilogue<C, kTailTcSplit, 4, kTokens, kTailTcThreads>(a, reinterpret_cast<const float*>(smem), t0, col0, s_pre);
+  upproj_epilogue<C, kTailTcSplit, 4, kTokens, kTailTcThreads, kRows>(a, reinterpret_cast<const float*>(smem), t0, col0, s_pre);
 }
 
 // ---- fused path, kernel 3: assemble [T, H] from every rank's pushed slices ------------------

@@ -8,25 +8,26 @@ namespace moejit {
 
 inline constexpr int kTailMaxRanks = 8;
 
-// The up projection's sm_90a kernel (tail_upproj_tc_kernel): CTAs of 64 W rows, two consumer
-// warpgroups splitting L (each its own ring of stages: 64 W rows and the tile's tokens, 64 k)
-// and a producer warp issuing the TMA loads.
-inline constexpr int kTailTcRows = 64;
+// The up projection's sm_90a kernel (tail_upproj_tc_kernel): CTAs of `rows` W rows (a multiple
+// of 8, at most wgmma's 64; the contract's tc_rows), two consumer warpgroups splitting L (each
+// its own ring of stages: the CTA's W rows and the tile's tokens, 64 k) and a producer warp
+// issuing the TMA loads.
+inline constexpr int kTailTcMaxRows = 64;
 inline constexpr int kTailTcSplit = 2;
 inline constexpr int kTailTcThreads = 32 * 4 * kTailTcSplit + 32;
 /// Floats a token of a warp's [token][16 rows] partial-sum tile (16 rows padded: tail::kTileStride).
 inline constexpr int kTailTileStride = 20;
 /// Stages a warpgroup's ring holds at a token tile: as many as 200 KB of shared memory take, at most 8.
-constexpr int tail_tc_stages(int tokens) {
-  const int n = 200 * 1024 / (kTailTcSplit * (kTailTcRows + tokens) * 128);
+constexpr int tail_tc_stages(int tokens, int rows) {
+  const int n = 200 * 1024 / (kTailTcSplit * (rows + tokens) * 128);
   return n < 8 ? n : 8;
 }
 /// Dynamic shared memory of the kernel at a token tile: the rings (the epilogue's partial sums
 /// reuse them), their full and empty barriers, and 1 KB to align the swizzle atoms.
-constexpr int tail_tc_shared_bytes(int tokens) {
-  const int ring = kTailTcSplit * tail_tc_stages(tokens) * (kTailTcRows + tokens) * 128;
+constexpr int tail_tc_shared_bytes(int tokens, int rows) {
+  const int ring = kTailTcSplit * tail_tc_stages(tokens, rows) * (rows + tokens) * 128;
   const int sums = kTailTcSplit * 4 * tokens * kTailTileStride * 4;
-  return (ring > sums ? ring : sums) + 2 * kTailTcSplit * tail_tc_stages(tokens) * 8 + 1024;
+  return (ring > sums ? ring : sums) + 2 * kTailTcSplit * tail_tc_stages(tokens, rows) * 8 + 1024;
 }
 
 /// Where a rank's peer buffers live: the same layout in every rank's allocation.
@@ -75,7 +76,7 @@ struct TailUpArgs {
 
 /// The up projection's sm_90a kernel: TailUpArgs and the TMA descriptors of W and z.
 struct TailUpTcArgs {
-  TmaMap w;                 // W [H, L]: boxes of 64 rows x 64 k
+  TmaMap w;                 // W [H, L]: boxes of tc_rows rows x 64 k
   TmaMap z;                 // z [max tokens, L]: boxes of the kernel's token tile x 64 k
   TailUpArgs u;
 };

@@ -15,6 +15,22 @@ namespace {
 constexpr int kTargetWarps = 896;
 constexpr int kMaxSplit = 8;
 constexpr int kCtaWarps = 8;  // the n64 kernel holds ~170 registers a thread: one 256-thread CTA an SM
+// The SMs of an sm_90a part the tensor-core kernel's CTAs (one an SM) are laid out for: the
+// H100 / H200 SXM's. A part with fewer runs a second wave: correct, slower.
+constexpr int kSm90Sms = 132;
+
+// The tensor-core kernel's W rows a CTA: the fewest rows an SM that cover H, so that the most
+// SMs stream W (7168: 128 CTAs of 56, not 112 of 64), the larger on a tie.
+// At least 48: an m64's rows past them read the stage's tokens (16 at the fewest).
+int tc_rows(int hidden) {
+  int best = 64, best_load = 0;
+  for (int r : {64, 56, 48}) {
+    if (hidden % r) continue;
+    const int ctas = hidden / r, load = (ctas + kSm90Sms - 1) / kSm90Sms * r;
+    if (best_load == 0 || load < best_load) best = r, best_load = load;
+  }
+  return best;
+}
 
 }  // namespace
 
@@ -29,6 +45,7 @@ TailTiling latent_tail_tiling(const LatentTailSpec& s) noexcept {
     if (row_warps * split >= kTargetWarps) break;
   }
   t.groups = std::min(4, kCtaWarps / t.split);
+  t.tc_rows = tc_rows(s.hidden);
   return t;
 }
 
@@ -57,6 +74,7 @@ std::vector<Contract> latent_tail_contracts(const OpSpec& op, std::string_view a
       .set("split", std::to_string(t.split))
       .set("groups", std::to_string(t.groups))
       .set("kernels", kernels);
+  if (tc) c.set("tc_rows", std::to_string(t.tc_rows));
   StubBuilder stub("latent_tail.cuh");
   stub.constant("int", "kH", std::to_string(s.hidden))
       .constant("int", "kL", std::to_string(s.latent))
@@ -65,7 +83,8 @@ std::vector<Contract> latent_tail_contracts(const OpSpec& op, std::string_view a
       .real("kEps", s.eps)
       .constant("int", "kSlotTokens", std::to_string(s.slot_tokens()))
       .constant("int", "kSplit", std::to_string(t.split))
-      .constant("int", "kGroups", std::to_string(t.groups));
+      .constant("int", "kGroups", std::to_string(t.groups))
+      .constant("int", "kTcRows", std::to_string(t.tc_rows));
   std::vector<StubBuilder::Kernel> list = {{std::string(kTailNorm), "moejit::tail_norm_kernel", "moejit::TailNormArgs"}};
   for (std::size_t i = 0; i < kTailUpProj.size(); ++i) {
     list.push_back({std::string(kTailUpProj[i]), fmt::format("moejit::tail_upproj_kernel<{}>", kTailUpProjTokens[i] / 8), "moejit::TailUpArgs"});

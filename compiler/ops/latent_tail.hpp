@@ -15,8 +15,9 @@ namespace moejit::detail {
 /// `split` warps splitting K. The split fixes the order of the sums, so it depends on the spec
 /// alone and every path (base, striped, fused) of one spec gives the same bits.
 struct TailTiling {
-  int split = 1;   ///< warps splitting L, their partial sums added in split order
-  int groups = 4;  ///< warps of 16 W rows a CTA
+  int split = 1;     ///< warps splitting L, their partial sums added in split order
+  int groups = 4;    ///< warps of 16 W rows a CTA
+  int tc_rows = 64;  ///< sm_90a's tensor-core kernel: W rows a CTA (64, 56 or 48)
 };
 TailTiling latent_tail_tiling(const LatentTailSpec& s) noexcept;
 

@@ -276,9 +276,21 @@ TEST_CASE("latent_tail: the tensor-core up projection is in the contract on sm_9
   }
   for (auto role : kTailUpProj) CHECK(contracts(*tp1, "sm_90a").front().has_kernel(role));  // 8 tokens and fewer: the streamer
   // Both sides size the kernel's shared memory from one formula: under the 227 KB an SM gives a CTA.
-  for (int tokens : kTailUpProjTcTokens) CHECK(tail_tc_shared_bytes(tokens) <= 227 * 1024);
-  CHECK(tail_tc_stages(64) == 6);
-  CHECK(tail_tc_stages(16) == 8);
+  for (int rows : {64, 56, 48}) {
+    for (int tokens : kTailUpProjTcTokens) CHECK(tail_tc_shared_bytes(tokens, rows) <= 227 * 1024);
+  }
+  CHECK(tail_tc_stages(64, 64) == 6);
+  CHECK(tail_tc_stages(64, 56) == 6);
+  CHECK(tail_tc_stages(16, 64) == 8);
+  // A CTA's W rows: the fewest that cover H in one wave of 132 CTAs, the larger on a tie.
+  const auto rows = [&](int hidden) {
+    return latent_tail_tiling(dynamic_cast<const LatentTailSpec&>(*tail(fmt::format(R"("tp_size": 1, "hidden": {}, "latent": 3584)", hidden)))).tc_rows;
+  };
+  CHECK(rows(7168) == 56);  // 128 CTAs, not 112 of 64
+  CHECK(rows(4096) == 64);  // 64 CTAs: one wave already
+  CHECK(rows(8448) == 64);  // 132 CTAs of 64
+  CHECK(rows(9216) == 48);  // 192 of 48 is two waves (96 rows an SM) against 144 of 64 (128)
+  CHECK(contracts(*tp1, "sm_90a").front().get("tc_rows") == "56");
 }
 
 TEST_CASE("experts: the prefill contract exists on sm_90a where a wgmma N divides the shape, with its tiling", "[contract][experts]") {
