@@ -107,7 +107,7 @@ std::size_t Cache::export_bundle(const std::filesystem::path& file) const {
     const auto manifest = entry->manifest.to_json();
     out += fmt::format("entry {} {}\n", manifest.size(), entry->cubin.size());
     out += manifest;
-    out += entry->cubin;
+    out += entry->cubin.view();
     ++count;
   }
   out += fmt::format("end {} {}\n", count, checksum(out));

@@ -265,7 +265,7 @@ std::shared_ptr<CacheEntry> read_entry(const Dir& shard, const std::string& name
       problem = truncated(bytes, entry->manifest.cubin_bytes);
       return nullptr;
     }
-    entry->cubin = read_file_at(*dir, kCubinFile, entry->manifest.cubin_bytes, /*exact=*/true);
+    entry->cubin = map_file_at(*dir, kCubinFile, entry->manifest.cubin_bytes);
     problem = entry_problem(*entry, key);
     return problem.empty() ? entry : nullptr;
   } catch (const Error& e) {

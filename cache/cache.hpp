@@ -44,7 +44,7 @@ std::string_view to_string(Source source) noexcept;
 
 struct CacheEntry {
   Manifest manifest;
-  std::string cubin;
+  Bytes cubin;  ///< compiled here, or the disk store's file mapped
 };
 
 /// One entry of the disk store as `cache ls` / `verify` see it.

@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace moejit::detail {
@@ -231,6 +232,36 @@ std::string read_file_at(const Dir& dir, const std::string& name, std::uint64_t 
     refuse_cache_file(path, "the file changed size while read", fmt::format("{} bytes", data.size()), max_bytes, exact);
   }
   return data;
+}
+
+Bytes::Bytes(std::string owned) {
+  auto held = std::make_shared<const std::string>(std::move(owned));
+  view_ = *held;
+  holder_ = std::move(held);
+}
+
+Bytes map_file_at(const Dir& dir, const std::string& name, std::uint64_t bytes) {
+  const auto path = dir.path() / name;
+  const auto before = dir.stat(name);
+  if (!before) throw_io("cannot open file", path, "openat", ENOENT);
+  const auto not_regular = [&](mode_t mode) {
+    refuse_cache_file(path, "not a regular file", std::string(file_type_name(mode)), bytes, true);
+  };
+  if (!S_ISREG(before->st_mode)) not_regular(before->st_mode);
+  FileDescriptor fd(::openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) throw_io("cannot open file", path, "openat");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw_io("cannot inspect file", path, "fstat");
+  if (!S_ISREG(st.st_mode)) not_regular(st.st_mode);
+  if (bytes == 0 || static_cast<std::uint64_t>(st.st_size) != bytes) {
+    refuse_cache_file(path, "unexpected file size", fmt::format("{} bytes", st.st_size), bytes, true);
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd.get(), 0);
+  if (p == MAP_FAILED) return Bytes(read_file_at(dir, name, bytes, /*exact=*/true));
+  Bytes out;
+  out.holder_ = std::shared_ptr<const void>(p, [bytes](const void* q) { ::munmap(const_cast<void*>(q), bytes); });
+  out.view_ = std::string_view(static_cast<const char*>(p), bytes);
+  return out;
 }
 
 std::string read_input_file(const InputFile& file) {

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -99,6 +100,34 @@ void write_new_file(const Dir& dir, const std::string& name, std::string_view da
 /// larger than `max_bytes`; `exact` also refuses one of another size. Errors are io errors whose
 /// message says what was wrong ("a FIFO, not a regular file").
 std::string read_file_at(const Dir& dir, const std::string& name, std::uint64_t max_bytes, bool exact = false);
+
+/// Read-only bytes that share what holds them: a string of their own, or a private read-only
+/// mapping of a file (map_file_at). Copies share the holder.
+class Bytes {
+ public:
+  Bytes() = default;
+  Bytes(std::string owned);  // NOLINT(google-explicit-constructor): a string is bytes
+  const char* data() const noexcept { return view_.data(); }
+  std::size_t size() const noexcept { return view_.size(); }
+  bool empty() const noexcept { return view_.empty(); }
+  std::string_view view() const noexcept { return view_; }
+  operator std::string_view() const noexcept { return view_; }  // NOLINT(google-explicit-constructor)
+  friend bool operator==(const Bytes& a, std::string_view b) noexcept { return a.view_ == b; }
+
+ private:
+  friend Bytes map_file_at(const Dir& dir, const std::string& name, std::uint64_t bytes);
+  std::shared_ptr<const void> holder_;
+  std::string_view view_;
+};
+
+/// The regular file `name` of `dir`, of exactly `bytes` bytes (at least 1), checked as
+/// read_file_at checks it, mapped read-only rather than read: no copy, and no fresh pages to
+/// fault in and zero (most of a warm start's time went there). Where the file system cannot map
+/// it, it is read. NOTE: a mapped file cut short under the mapping faults (SIGBUS) on access;
+/// the cache never writes a published file again (it stages new files and renames them in, and
+/// removes by rename then unlink, which leave a mapping whole), so only a hand that truncates a
+/// cache file in place could.
+Bytes map_file_at(const Dir& dir, const std::string& name, std::uint64_t bytes);
 /// A file the user named for moejit to read, and what it may hold.
 struct InputFile {
   std::filesystem::path path;

@@ -2,7 +2,7 @@
 
 namespace moejit::detail {
 
-Module::Module(const Driver& driver, const std::string& cubin) : driver_(driver) {
+Module::Module(const Driver& driver, std::string_view cubin) : driver_(driver) {
   MOEJIT_CU(driver_, cuLibraryLoadData(&library_, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
 }
 

@@ -13,7 +13,7 @@ namespace moejit::detail {
 /// A loaded CUlibrary, unloaded on destruction.
 class Module {
  public:
-  Module(const Driver& driver, const std::string& cubin);
+  Module(const Driver& driver, std::string_view cubin);
   ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;

@@ -113,7 +113,7 @@ Action add_compile(CLI::App& app) {
       } else if (o->emit == "ptx") {
         text = compiler.compile(item.contract, detail::Emit::ptx).binary;
       } else {
-        text = cache.get(item.contract).entry->cubin;
+        text = cache.get(item.contract).entry->cubin.view();
       }
       if (paths.empty()) {
         fmt::print("// ---- op {} arch {} key {}\n{}\n", item.op, item.contract.arch(), cache.key_of(item.contract).hex(), text);

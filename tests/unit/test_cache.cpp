@@ -102,6 +102,40 @@ TEST_CASE("entries are compiled once, then read from disk, then from memory", "[
   CHECK(r.entry->manifest.kernels.at(0).resources.registers > 0);
 }
 
+TEST_CASE("a cubin read from disk is its file's bytes, mapped, and stays whole when the entry is removed", "[cache]") {
+  TempDir tmp;
+  const auto options = options_at(tmp.path);
+  Compiler compiler(options.cuda_home);
+  const auto c = small_contract();
+  std::string compiled;
+  fs::path dir;
+  {
+    Cache cache(options, compiler);
+    const auto r = cache.get(c);
+    compiled = std::string(r.entry->cubin.view());
+    dir = entry_dir(cache, r.entry->manifest.key);
+  }
+  Bytes held;
+  {
+    Cache fresh(options, compiler);
+    const auto r = fresh.get(c);
+    REQUIRE(r.source == Source::disk);
+    CHECK(r.entry->cubin == compiled);
+    CHECK(read_file(dir / "kernel.cubin") == compiled);
+    held = r.entry->cubin;  // shares the mapping past the cache
+  }
+  // As prune and verify remove an entry: the directory renamed away, then its files unlinked.
+  fs::rename(dir, tmp.path / "gone");
+  fs::remove_all(tmp.path / "gone");
+  CHECK(held == compiled);
+  // Bytes of a string of their own.
+  const Bytes owned(std::string("abc"));
+  const Bytes copy = owned;
+  CHECK(copy.view() == "abc");
+  CHECK(copy.data() == owned.data());
+  CHECK(Bytes().empty());
+}
+
 TEST_CASE("corrupt or truncated entries are moved aside and recompiled, never loaded", "[cache]") {
   TempDir tmp;
   const auto options = options_at(tmp.path);
