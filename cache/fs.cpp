@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <utility>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -209,9 +210,14 @@ namespace {
 
 }  // namespace
 
-std::string read_file_at(const Dir& dir, const std::string& name, std::uint64_t max_bytes, bool exact) {
+namespace {
+
+// The regular file `name` of `dir` opened for reading, not through a link, and its size: a link,
+// FIFO, device, socket or directory refused before it is opened (fstatat, then an O_NONBLOCK open
+// checked again with fstat), as is a size past max_bytes (or other than it, `exact`).
+std::pair<FileDescriptor, std::uint64_t> open_cache_file(const Dir& dir, const std::string& name, std::uint64_t max_bytes,
+                                                          bool exact) {
   const auto path = dir.path() / name;
-  // NOTE: fstatat first, so that a device is never opened; fstat after, for what was opened.
   const auto before = dir.stat(name);
   if (!before) throw_io("cannot open file", path, "openat", ENOENT);
   const auto not_regular = [&](mode_t mode) {
@@ -227,6 +233,14 @@ std::string read_file_at(const Dir& dir, const std::string& name, std::uint64_t 
   if (size > max_bytes || (exact && size != max_bytes)) {
     refuse_cache_file(path, "unexpected file size", fmt::format("{} bytes", size), max_bytes, exact);
   }
+  return {std::move(fd), size};
+}
+
+}  // namespace
+
+std::string read_file_at(const Dir& dir, const std::string& name, std::uint64_t max_bytes, bool exact) {
+  const auto [fd, size] = open_cache_file(dir, name, max_bytes, exact);
+  const auto path = dir.path() / name;
   auto data = read_bounded(fd.get(), size, max_bytes, path);
   if (data.size() > max_bytes || (exact && data.size() != max_bytes)) {
     refuse_cache_file(path, "the file changed size while read", fmt::format("{} bytes", data.size()), max_bytes, exact);
@@ -241,21 +255,7 @@ Bytes::Bytes(std::string owned) {
 }
 
 Bytes map_file_at(const Dir& dir, const std::string& name, std::uint64_t bytes) {
-  const auto path = dir.path() / name;
-  const auto before = dir.stat(name);
-  if (!before) throw_io("cannot open file", path, "openat", ENOENT);
-  const auto not_regular = [&](mode_t mode) {
-    refuse_cache_file(path, "not a regular file", std::string(file_type_name(mode)), bytes, true);
-  };
-  if (!S_ISREG(before->st_mode)) not_regular(before->st_mode);
-  FileDescriptor fd(::openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (fd.get() < 0) throw_io("cannot open file", path, "openat");
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw_io("cannot inspect file", path, "fstat");
-  if (!S_ISREG(st.st_mode)) not_regular(st.st_mode);
-  if (bytes == 0 || static_cast<std::uint64_t>(st.st_size) != bytes) {
-    refuse_cache_file(path, "unexpected file size", fmt::format("{} bytes", st.st_size), bytes, true);
-  }
+  const auto fd = open_cache_file(dir, name, bytes, /*exact=*/true).first;
   void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd.get(), 0);
   if (p == MAP_FAILED) return Bytes(read_file_at(dir, name, bytes, /*exact=*/true));
   Bytes out;

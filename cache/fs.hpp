@@ -120,10 +120,9 @@ class Bytes {
   std::string_view view_;
 };
 
-/// The regular file `name` of `dir`, of exactly `bytes` bytes (at least 1), checked as
-/// read_file_at checks it, mapped read-only rather than read: no copy, and no fresh pages to
-/// fault in and zero (most of a warm start's time went there). Where the file system cannot map
-/// it, it is read. NOTE: a mapped file cut short under the mapping faults (SIGBUS) on access;
+/// The regular file `name` of `dir`, of exactly `bytes` bytes, checked as read_file_at checks it,
+/// mapped read-only rather than read: no copy, and no fresh pages to fault in and zero (most of a
+/// warm start's time went there). Where the file system cannot map it, it is read. NOTE: a mapped file cut short under the mapping faults (SIGBUS) on access;
 /// the cache never writes a published file again (it stages new files and renames them in, and
 /// removes by rename then unlink, which leave a mapping whole), so only a hand that truncates a
 /// cache file in place could.
