@@ -122,6 +122,15 @@ __device__ __forceinline__ float4 load_shared_float4(const float* p) {
                : "memory");
   return v;
 }
+/// 16 bytes of shared memory in one ld.shared.v4 (see load_shared_float4).
+__device__ __forceinline__ uint4 load_shared_u4(const void* p) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p)))
+               : "memory");
+  return v;
+}
 
 template <class T, int N>
 __device__ __forceinline__ Vec<T, N> load_vec(const T* p) { return *reinterpret_cast<const Vec<T, N>*>(p); }

@@ -281,16 +281,6 @@ struct Stash {
   }
 };
 
-/// 16 bytes of shared memory in one ld.shared.v4 (see load_shared_float4).
-__device__ __forceinline__ uint4 load_shared_u4(const void* p) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(sm90::smem_address(p))
-               : "memory");
-  return v;
-}
-
 /// acc += a stashed slot's 16 rows x h over the split's k blocks, in stream_mma's order (the same
 /// bits): `rows` is the lane's row g at its k offset, `h` the slot's h row at the lane's k offset
 /// (in shared memory with kSharedH, else global).

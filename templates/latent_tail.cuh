@@ -370,6 +370,13 @@ __device__ __forceinline__ void load8(const bf16* p, float (&v)[8]) {
     for (int i = 0; i < 8; ++i) v[i] = __bfloat162float(p[i]);
   }
 }
+/// 8 bf16 from p as they are, one 16-byte load where p allows it.
+__device__ __forceinline__ uint4 load8_raw(const bf16* p) {
+  if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) return *reinterpret_cast<const uint4*>(p);
+  const unsigned short* h = reinterpret_cast<const unsigned short*>(p);
+  return {h[0] | static_cast<unsigned>(h[1]) << 16, h[2] | static_cast<unsigned>(h[3]) << 16,
+          h[4] | static_cast<unsigned>(h[5]) << 16, h[6] | static_cast<unsigned>(h[7]) << 16};
+}
 /// 8 packed bf16 to p, one 16-byte store where p allows it.
 __device__ __forceinline__ void store8(bf16* p, uint4 x) {
   if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
@@ -386,16 +393,14 @@ __device__ __forceinline__ void store8(bf16* p, uint4 x) {
 
 }  // namespace tail
 
-/// S for the chunks (token, 8 rows) that thread `tid` of kThreads takes in upproj_epilogue:
-/// shared_sum's, or the rank-order fp32 sum of shared_parts' (as the epilogue adds it). The
-/// tensor-core kernel loads it before its mainloop, so that its epilogue does not wait on memory.
-/// Of a CTA's 16 kGroups rows the first kRows are its own (the tensor-core kernel's last 8 may
-/// be past them).
-template <class C, int kGroups, int kTokens, int kThreads, int kRows = 16 * kGroups>
+/// The streamer's S for the chunks (token, 8 rows) that thread `tid` of kThreads takes in
+/// upproj_epilogue, in registers: shared_sum's, or the rank-order fp32 sum of shared_parts'.
+template <class C, int kGroups, int kTokens, int kThreads>
 struct TailS {
   static constexpr int kChunks = 2 * kGroups * kTokens;  // (token, group, half): 8 rows each
   static constexpr int kPer = (kChunks + kThreads - 1) / kThreads;
   float v[kPer][8];
+  bool any = false;
 
   __device__ void load(const TailUpArgs& a, long long t0, int col0, int tid) {
     using namespace tail;
@@ -406,7 +411,7 @@ struct TailS {
       const long long t = t0 + tt;
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[i][e] = 0.0f;
-      if (c >= kChunks || t >= a.tokens || 16 * grp + 8 * half >= kRows) continue;
+      if (c >= kChunks || t >= a.tokens) continue;
       const int col = col0 + 16 * grp + 8 * half;
       if (a.shared_sum) {
         const float4* p = reinterpret_cast<const float4*>(a.shared_sum + t * a.rows + col);
@@ -424,28 +429,51 @@ struct TailS {
         }
       }
     }
+    any = a.shared_sum || a.shared_parts;
+  }
+  /// v += S of the thread's i-th chunk (token tt of the tile, rows [r, r + 8) of the CTA's).
+  __device__ __forceinline__ void add_to(int i, int /*tt*/, int /*r*/, float (&out)[8]) const {
+    if (!any) return;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) out[e] = add(out[e], v[i][e]);
+  }
+};
+
+/// The tensor-core kernel's S (tp 1: shared_parts' one rank, or none): a [kTokens][kRows] bf16
+/// tile in shared memory that its S warp fills while W streams, or null without S.
+template <class C, int kRows>
+struct TailSharedS {
+  const tail::bf16* tile = nullptr;
+  __device__ __forceinline__ void add_to(int /*i*/, int tt, int r, float (&out)[8]) const {
+    using namespace tail;
+    if (!tile) return;
+    const uint4 x = load_shared_u4(tile + tt * kRows + r);
+    const unsigned w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      out[2 * k] = add(out[2 * k], add(0.0f, lo_of(w[k])));  // the rank sum's one term, as TailS adds it
+      out[2 * k + 1] = add(out[2 * k + 1], add(0.0f, hi_of(w[k])));
+    }
   }
 };
 
 /// The up projection's epilogue over a CTA's partial sums: s_tile holds kSplit x kGroups [token]
 /// [16 rows] tiles (rows padded to kTileStride floats) of tokens [t0, t0 + kTokens) and the slice's
 /// rows [col0, col0 + 16 kGroups), of which the first kRows are stored. Every thread (of
-/// kThreads) takes 8 rows of one token: the splits' sums in split order, + S (`s`, loaded for
-/// the same thread), one rounding, one 16-byte store (or one a peer).
-template <class C, int kSplit, int kGroups, int kTokens, int kThreads, int kRows>
-__device__ __forceinline__ void upproj_epilogue(const TailUpArgs& a, const float* s_tile, long long t0, int col0,
-                                                const TailS<C, kGroups, kTokens, kThreads, kRows>& s) {
+/// kThreads) takes 8 rows of one token: the splits' sums in split order, + S (`s.add_to`: TailS
+/// or TailSharedS), one rounding, one 16-byte store (or one a peer).
+template <class C, int kSplit, int kGroups, int kTokens, int kThreads, int kRows, class S>
+__device__ __forceinline__ void upproj_epilogue(const TailUpArgs& a, const float* s_tile, long long t0, int col0, const S& s) {
   using namespace tail;
   using L = Layout<C>;
-  using S = TailS<C, kGroups, kTokens, kThreads, kRows>;
+  constexpr int kChunks = 2 * kGroups * kTokens;  // (token, group, half): 8 rows each
   const int phase = a.out ? 0 : *a.phase;
-  const bool add_s = a.shared_sum || a.shared_parts;
 #pragma unroll
-  for (int i = 0; i < S::kPer; ++i) {
+  for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; ++i) {
     const int c = static_cast<int>(threadIdx.x) + i * kThreads;
     const int half = c % 2, grp = (c / 2) % kGroups, tt = c / (2 * kGroups);
     const long long t = t0 + tt;
-    if (c >= S::kChunks || t >= a.tokens || 16 * grp + 8 * half >= kRows) continue;
+    if (c >= kChunks || t >= a.tokens || 16 * grp + 8 * half >= kRows) continue;
     float v[8];
 #pragma unroll
     for (int sp = 0; sp < kSplit; ++sp) {
@@ -455,10 +483,7 @@ __device__ __forceinline__ void upproj_epilogue(const TailUpArgs& a, const float
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = sp == 0 ? f[e] : add(v[e], f[e]);
     }
-    if (add_s) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = add(v[e], s.v[i][e]);
-    }
+    s.add_to(i, tt, 16 * grp + 8 * half, v);
     const int col = col0 + 16 * grp + 8 * half;  // in the slice
     const long long row = a.row0 + col;          // in W, and the column of out
     const uint4 o = sanitize8(round8(v));  // -0.0 out as +0.0 on every path: it marks an empty peer slot
@@ -521,8 +546,9 @@ __global__ void __launch_bounds__(32 * C::kGroups * C::kSplit) tail_upproj_kerne
 // 4x W's bytes of z a warp. A stage is R W rows then the tokens, so at R < 64 the m64's last rows
 // read the stage's first tokens: their sums are dropped by the epilogue. Warp 8 issues the TMA
 // loads into each warpgroup's ring of stages (full/empty mbarriers); W's first stages are loaded
-// before the wait for the kernel that writes z. Each warp's accumulators are the streamer's
-// [token][16 rows] tile for upproj_epilogue (kSplit 2, kGroups 4, the first R rows stored).
+// before the wait for the kernel that writes z; warp 9 loads S into shared memory meanwhile. Each
+// consumer warp's accumulators are the streamer's [token][16 rows] tile for upproj_epilogue
+// (kSplit 2, kGroups 4, the first R rows stored).
 template <class C, int kTokens>
 __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const __grid_constant__ TailUpTcArgs args) {
   using namespace tail;
@@ -539,19 +565,22 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
   const TailUpArgs& a = args.u;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);
-  auto* full = reinterpret_cast<unsigned long long*>(smem + (kRing > kSums ? kRing : kSums));
+  auto* s_smem = reinterpret_cast<bf16*>(smem + (kRing > kSums ? kRing : kSums));  // S: [kTokens][kRows]
+  auto* full = reinterpret_cast<unsigned long long*>(s_smem + kTokens * kRows);
   auto* empty = full + kTailTcSplit * kStages;
+  auto* s_full = empty + kTailTcSplit * kStages;
   const auto stage = [&](int wg, int i) { return smem + (wg * kStages + i % kStages) * kStageBytes; };
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const long long t0 = static_cast<long long>(blockIdx.x) * kTokens;
   const int col0 = static_cast<int>(blockIdx.y) * kRows;  // the CTA's first row, in the slice
   float acc[kTokens / 2];  // the consumers': their warpgroup's 64 rows x kTokens
-  TailS<C, 4, kTokens, kTailTcThreads, kRows> s_pre;  // every thread's S, loaded ahead of the mainloop
+  const bf16* parts = static_cast<const bf16*>(a.shared_parts);  // tp 1: S is its one rank, or none
   if (threadIdx.x == 0) {
     for (int i = 0; i < kTailTcSplit * kStages; ++i) {
       barrier_init(&full[i], 1);
       barrier_init(&empty[i], 4);  // each consumer warp's first lane
     }
+    barrier_init(s_full, 32);  // the S warp's lanes
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -571,8 +600,7 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
     }
     // NOTE: unlike the streamer, no W is asked into L2 past the rings: bulk or per-line prefetches
     // both made this kernel slower (measured 0.6-1.9 us at T = 9-64 for the bulk ones).
-    wait_for_primary();  // z, and S
-    s_pre.load(a, t0, col0, static_cast<int>(threadIdx.x));
+    wait_for_primary();  // z
     if (lane == 0) {
       for (int wg = 0; wg < kTailTcSplit; ++wg) {
         for (int i = 0; i < kFirst; ++i) tma_load(stage(wg, i) + kWBytes, &args.z, &full[wg * kStages + i], (wg * kKBlocks + i) * 64, t0);
@@ -587,10 +615,31 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
         }
       }
     }
+  } else if (warp == 4 * kTailTcSplit + 1) {
+    // S into shared memory for the epilogue, read while W streams; by a warp of its own, as a
+    // consumer's wgmma fence would wait for loads into its registers.
+    wait_for_primary();
+    if (parts) {
+      constexpr int kVecs = kRows / 8, kBatch = 7;  // 16-byte pieces a token; pieces a lane has in flight
+      const bf16* src = parts + t0 * C::kH + a.row0 + col0;
+      const int n = static_cast<int>(a.tokens - t0 < kTokens ? a.tokens - t0 : kTokens) * kVecs;
+      for (int c0 = lane; c0 < n; c0 += 32 * kBatch) {
+        uint4 x[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const int c = c0 + 32 * b;
+          if (c < n) x[b] = load8_raw(src + (c / kVecs) * C::kH + 8 * (c % kVecs));
+        }
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const int c = c0 + 32 * b;
+          if (c < n) *reinterpret_cast<uint4*>(s_smem + (c / kVecs) * kRows + 8 * (c % kVecs)) = x[b];
+        }
+      }
+      barrier_arrive(s_full);
+    }
   } else {  // the consumers
     const int wg = warp / 4;
-    wait_for_primary();  // S (shared_sum, shared_parts) of the epilogue
-    s_pre.load(a, t0, col0, static_cast<int>(threadIdx.x));
     for (int i = 0; i < kKBlocks; ++i) {
       const int b = wg * kStages + i % kStages;
       barrier_wait(&full[b], (i / kStages) & 1);
@@ -617,7 +666,13 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
     }
   }
   __syncthreads();
-  upproj_epilogue<C, kTailTcSplit, 4, kTokens, kTailTcThreads, kRows>(a, reinterpret_cast<const float*>(smem), t0, col0, s_pre);
+  wait_for_primary();  // every thread, before it writes out
+  TailSharedS<C, kRows> s;
+  if (parts) {
+    barrier_wait(s_full, 0);
+    s.tile = s_smem;
+  }
+  upproj_epilogue<C, kTailTcSplit, 4, kTokens, kTailTcThreads, kRows>(a, reinterpret_cast<const float*>(smem), t0, col0, s);
 }
 
 // ---- fused path, kernel 3: assemble [T, H] from every rank's pushed slices ------------------

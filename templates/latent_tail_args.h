@@ -10,11 +10,11 @@ inline constexpr int kTailMaxRanks = 8;
 
 // The up projection's sm_90a kernel (tail_upproj_tc_kernel): CTAs of `rows` W rows (a multiple
 // of 8, at most wgmma's 64; the contract's tc_rows), two consumer warpgroups splitting L (each
-// its own ring of stages: the CTA's W rows and the tile's tokens, 64 k) and a producer warp
-// issuing the TMA loads.
+// its own ring of stages: the CTA's W rows and the tile's tokens, 64 k), a producer warp issuing
+// the TMA loads and a warp loading the epilogue's S.
 inline constexpr int kTailTcMaxRows = 64;
 inline constexpr int kTailTcSplit = 2;
-inline constexpr int kTailTcThreads = 32 * 4 * kTailTcSplit + 32;
+inline constexpr int kTailTcThreads = 32 * 4 * kTailTcSplit + 64;
 /// Floats a token of a warp's [token][16 rows] partial-sum tile (16 rows padded: tail::kTileStride).
 inline constexpr int kTailTileStride = 20;
 /// Stages a warpgroup's ring holds at a token tile: as many as 200 KB of shared memory take, at most 8.
@@ -23,11 +23,12 @@ constexpr int tail_tc_stages(int tokens, int rows) {
   return n < 8 ? n : 8;
 }
 /// Dynamic shared memory of the kernel at a token tile: the rings (the epilogue's partial sums
-/// reuse them), their full and empty barriers, and 1 KB to align the swizzle atoms.
+/// reuse them), the tile's S (bf16), the rings' full and empty barriers and S's, and 1 KB to
+/// align the swizzle atoms.
 constexpr int tail_tc_shared_bytes(int tokens, int rows) {
   const int ring = kTailTcSplit * tail_tc_stages(tokens, rows) * (rows + tokens) * 128;
   const int sums = kTailTcSplit * 4 * tokens * kTailTileStride * 4;
-  return (ring > sums ? ring : sums) + 2 * kTailTcSplit * tail_tc_stages(tokens, rows) * 8 + 1024;
+  return (ring > sums ? ring : sums) + tokens * rows * 2 + (2 * kTailTcSplit * tail_tc_stages(tokens, rows) + 1) * 8 + 1024;
 }
 
 /// Where a rank's peer buffers live: the same layout in every rank's allocation.
