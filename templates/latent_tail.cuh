@@ -358,17 +358,11 @@ __device__ __forceinline__ void stream_upproj(const char* a0, const char* a1, co
   }
 }
 
-/// 8 bf16 from p into fp32, one 16-byte load where p allows it.
-__device__ __forceinline__ void load8(const bf16* p, float (&v)[8]) {
-  if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
-    const uint4 x = *reinterpret_cast<const uint4*>(p);
-    const unsigned w[4] = {x.x, x.y, x.z, x.w};
+/// 8 packed bf16 as fp32 (exact).
+__device__ __forceinline__ void unpack8(uint4 x, float (&v)[8]) {
+  const unsigned w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[2 * i] = lo_of(w[i]), v[2 * i + 1] = hi_of(w[i]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = __bfloat162float(p[i]);
-  }
+  for (int i = 0; i < 4; ++i) v[2 * i] = lo_of(w[i]), v[2 * i + 1] = hi_of(w[i]);
 }
 /// 8 bf16 from p as they are, one 16-byte load where p allows it.
 __device__ __forceinline__ uint4 load8_raw(const bf16* p) {
@@ -376,6 +370,15 @@ __device__ __forceinline__ uint4 load8_raw(const bf16* p) {
   const unsigned short* h = reinterpret_cast<const unsigned short*>(p);
   return {h[0] | static_cast<unsigned>(h[1]) << 16, h[2] | static_cast<unsigned>(h[3]) << 16,
           h[4] | static_cast<unsigned>(h[5]) << 16, h[6] | static_cast<unsigned>(h[7]) << 16};
+}
+/// 8 bf16 from p into fp32, one 16-byte load where p allows it.
+__device__ __forceinline__ void load8(const bf16* p, float (&v)[8]) {
+  if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+    unpack8(*reinterpret_cast<const uint4*>(p), v);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = __bfloat162float(p[i]);
+  }
 }
 /// 8 packed bf16 to p, one 16-byte store where p allows it.
 __device__ __forceinline__ void store8(bf16* p, uint4 x) {
@@ -447,13 +450,10 @@ struct TailSharedS {
   __device__ __forceinline__ void add_to(int /*i*/, int tt, int r, float (&out)[8]) const {
     using namespace tail;
     if (!tile) return;
-    const uint4 x = load_shared_u4(tile + tt * kRows + r);
-    const unsigned w[4] = {x.x, x.y, x.z, x.w};
+    float f[8];
+    unpack8(load_shared_u4(tile + tt * kRows + r), f);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      out[2 * k] = add(out[2 * k], add(0.0f, lo_of(w[k])));  // the rank sum's one term, as TailS adds it
-      out[2 * k + 1] = add(out[2 * k + 1], add(0.0f, hi_of(w[k])));
-    }
+    for (int e = 0; e < 8; ++e) out[e] = add(out[e], add(0.0f, f[e]));  // the rank sum's one term, as TailS adds it
   }
 };
 
