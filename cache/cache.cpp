@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -87,18 +88,26 @@ std::string not_private(const struct stat& st) {
   return {};
 }
 
-// The cache's rule for every directory of its tree, the root's included.
-void check_private(const Dir& dir) {
-  struct stat st {};
-  if (::fstat(dir.fd(), &st) != 0) throw_io("cannot inspect cache directory", dir.path(), "fstat");
+// The cache's rule for every directory of its tree, the root's included, on what fstat says of it.
+void check_private(const struct stat& st, const fs::path& path) {
   if (st.st_uid != ::geteuid()) {
-    refuse_tree(dir.path(), "refusing a cache directory owned by another user", fmt::format("owner uid {}", st.st_uid),
+    refuse_tree(path, "refusing a cache directory owned by another user", fmt::format("owner uid {}", st.st_uid),
                 fmt::format("owner uid {} (this user); set MOEJIT_CACHE_DIR", ::geteuid()));
   }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    refuse_tree(dir.path(), "refusing a group- or world-writable cache directory",
-                fmt::format("mode {:04o}", st.st_mode & 07777), "no group or world write permission (chmod go-w)");
+    refuse_tree(path, "refusing a group- or world-writable cache directory", fmt::format("mode {:04o}", st.st_mode & 07777),
+                "no group or world write permission (chmod go-w)");
   }
+}
+
+void check_private(const Dir& dir) {
+  struct stat st {};
+  if (::fstat(dir.fd(), &st) != 0) throw_io("cannot inspect cache directory", dir.path(), "fstat");
+  check_private(st, dir.path());
+}
+
+void refuse_in_place_of_dir(const fs::path& path, std::string what) {
+  refuse_tree(path, "refusing what the cache holds in place of a directory", std::move(what), "a directory " + kNoLinks);
 }
 
 // The directory `name` of the tree below `parent`, made (0700) when `create`; none when missing.
@@ -109,9 +118,7 @@ std::optional<Dir> tree_dir(const Dir& parent, const std::string& name, bool cre
   }
   std::string what;
   auto dir = parent.open_dir(name, &what);
-  if (!dir && !what.empty()) {
-    refuse_tree(parent.path() / name, "refusing what the cache holds in place of a directory", what, "a directory " + kNoLinks);
-  }
+  if (!dir && !what.empty()) refuse_in_place_of_dir(parent.path() / name, what);
   if (dir) check_private(*dir);
   return dir;
 }
@@ -211,36 +218,70 @@ std::string manifest_problem(const Manifest& m, const Key& key) {
   return {};
 }
 
-}  // namespace
-
-std::string entry_problem(const CacheEntry& entry, const Key& key) {
+// What is wrong with the cubin of an entry whose manifest checks; empty when nothing.
+std::string cubin_problem(const CacheEntry& entry) {
   const auto& m = entry.manifest;
-  if (auto problem = manifest_problem(m, key); !problem.empty()) return problem;
   if (entry.cubin.size() != m.cubin_bytes) return truncated(entry.cubin.size(), m.cubin_bytes);
   if (checksum(entry.cubin) != m.cubin_checksum) return "cubin checksum mismatch";
   return {};
 }
 
+}  // namespace
+
+std::string entry_problem(const CacheEntry& entry, const Key& key) {
+  if (auto problem = manifest_problem(entry.manifest, key); !problem.empty()) return problem;
+  return cubin_problem(entry);
+}
+
 namespace {
 
 // What is wrong with the files of an entry directory: exactly a regular kernel.cubin and
-// manifest.json, in a directory of this user's; empty when nothing.
-std::string layout_problem(const Dir& dir) {
+// manifest.json, in a directory of this user's; empty when nothing. `cubin_bytes` gets the
+// cubin's size.
+std::string layout_problem(const Dir& dir, std::uint64_t& cubin_bytes) {
   struct stat st {};
   if (::fstat(dir.fd(), &st) != 0) return fmt::format("cannot inspect ({})", std::strerror(errno));
   if (auto why = not_private(st); !why.empty()) return fmt::format("the entry's directory is {}", why);
-  const auto names = dir.names();
-  if (names != std::vector<std::string>{kCubinFile, kManifestFile}) {
+  const auto listed = dir.typed_names();
+  if (listed.size() != 2 || listed[0].name != kCubinFile || listed[1].name != kManifestFile) {
+    std::vector<std::string> names;
+    for (const auto& l : listed) names.push_back(l.name);
     const auto held = names.empty() ? "nothing" : fmt::format("{}", fmt::join(names, ", "));
     return fmt::format("the entry holds {} (expected {} and {})", held, kCubinFile, kManifestFile);
   }
-  for (const auto& name : names) {
+  for (const auto& [name, type] : listed) {
+    // NOTE: a listing's type spares a stat; the cubin's is needed anyway, for its size.
+    if (type == DT_REG && name != kCubinFile) continue;
     const auto file = dir.stat(name);
     if (file && !S_ISREG(file->st_mode)) {
       return fmt::format("{} is {}, not a regular file", name, file_type_name(file->st_mode));
     }
+    if (file && name == kCubinFile) cubin_bytes = static_cast<std::uint64_t>(file->st_size);
   }
   return {};
+}
+
+// read_entry() on the entry's directory, opened.
+std::shared_ptr<CacheEntry> read_entry_dir(const Dir& dir, const Key& key, std::string& problem) {
+  try {
+    std::uint64_t bytes = 0;
+    problem = layout_problem(dir, bytes);
+    if (!problem.empty()) return nullptr;
+    auto entry = std::make_shared<CacheEntry>();
+    entry->manifest = Manifest::from_json(read_file_at(dir, kManifestFile, kMaxManifestBytes));
+    // NOTE: the manifest is checked before the cubin is read: its size bounds the read.
+    if (problem = manifest_problem(entry->manifest, key); !problem.empty()) return nullptr;
+    if (bytes != entry->manifest.cubin_bytes) {
+      problem = truncated(bytes, entry->manifest.cubin_bytes);
+      return nullptr;
+    }
+    entry->cubin = map_file_at(dir, kCubinFile, entry->manifest.cubin_bytes);
+    problem = cubin_problem(*entry);
+    return problem.empty() ? entry : nullptr;
+  } catch (const Error& e) {
+    problem = e.what();
+    return nullptr;
+  }
 }
 
 }  // namespace
@@ -253,21 +294,7 @@ std::shared_ptr<CacheEntry> read_entry(const Dir& shard, const std::string& name
       problem = what.empty() ? "the entry is gone" : fmt::format("the entry is {}, not a directory", what);
       return nullptr;
     }
-    problem = layout_problem(*dir);
-    if (!problem.empty()) return nullptr;
-    auto entry = std::make_shared<CacheEntry>();
-    entry->manifest = Manifest::from_json(read_file_at(*dir, kManifestFile, kMaxManifestBytes));
-    // NOTE: the manifest is checked before the cubin is read: its size bounds the read.
-    if (problem = manifest_problem(entry->manifest, key); !problem.empty()) return nullptr;
-    const auto cubin = dir->stat(kCubinFile);
-    const auto bytes = cubin ? static_cast<std::uint64_t>(cubin->st_size) : 0;
-    if (bytes != entry->manifest.cubin_bytes) {
-      problem = truncated(bytes, entry->manifest.cubin_bytes);
-      return nullptr;
-    }
-    entry->cubin = map_file_at(*dir, kCubinFile, entry->manifest.cubin_bytes);
-    problem = entry_problem(*entry, key);
-    return problem.empty() ? entry : nullptr;
+    return read_entry_dir(*dir, key, problem);
   } catch (const Error& e) {
     problem = e.what();
     return nullptr;
@@ -286,9 +313,14 @@ Cache::Cache(const Options& options, const Compiler& compiler) : compiler_(compi
   tmp_ = required_dir(dir_, "tmp");
   quarantine_ = required_dir(dir_, "quarantine");
   locks_ = required_dir(dir_, "locks");
-  // The shards too, now: a bad one refuses the whole cache once, not each key filed under it.
+  // The shards too, now: a bad one refuses the whole cache once, not each key filed under it. A
+  // stat each is enough here: every use opens the shard and checks it again (tree_dir).
   for (const auto& name : dir_.names()) {
-    if (is_shard_name(name)) tree_dir(dir_, name, /*create=*/false);
+    if (!is_shard_name(name)) continue;
+    const auto st = dir_.stat(name);
+    if (!st) continue;  // removed since listed
+    if (!S_ISDIR(st->st_mode)) refuse_in_place_of_dir(dir_.path() / name, std::string(file_type_name(st->st_mode)));
+    check_private(*st, dir_.path() / name);
   }
 }
 
@@ -330,15 +362,18 @@ int Cache::remove_entry(const Dir& from, const std::string& name) const {
 std::shared_ptr<CacheEntry> Cache::load(const Key& key) const {
   const auto hex = key.hex();
   const auto dir = shard(hex.substr(0, 2), /*create=*/false);
-  if (!dir || !dir->stat(hex)) return nullptr;
-  std::string problem;
-  auto entry = read_entry(*dir, hex, key, problem);
-  if (!entry) {
-    quarantine(*dir, hex);  // NOTE: where it cannot be moved (a read-only cache), publishing fails next
-    return nullptr;
+  if (!dir) return nullptr;
+  std::string what, problem;
+  std::shared_ptr<CacheEntry> entry;
+  try {
+    const auto entry_dir = dir->open_dir(hex, &what);
+    if (!entry_dir && what.empty()) return nullptr;  // not there
+    if (entry_dir) entry = read_entry_dir(*entry_dir, key, problem);
+    // Last use, for `cache prune`: the manifest's mtime (best effort: a read-only cache serves too).
+    if (entry) ::utimensat(entry_dir->fd(), kManifestFile, nullptr, AT_SYMLINK_NOFOLLOW);
+  } catch (const Error&) {
   }
-  // Last use, for `cache prune`: the manifest's mtime (best effort: a read-only cache serves too).
-  if (const auto entry_dir = dir->open_dir(hex)) ::utimensat(entry_dir->fd(), kManifestFile, nullptr, AT_SYMLINK_NOFOLLOW);
+  if (!entry) quarantine(*dir, hex);  // NOTE: where it cannot be moved (a read-only cache), publishing fails next
   return entry;
 }
 

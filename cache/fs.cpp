@@ -104,23 +104,31 @@ std::optional<struct stat> Dir::stat(std::string_view name) const {
   throw_io("cannot inspect", path_ / n, "fstatat");
 }
 
+std::vector<Dir::Listed> Dir::typed_names() const {
+  if (::lseek(fd(), 0, SEEK_SET) != 0) throw_io("cannot list directory", path_, "lseek");
+  std::vector<Listed> out;
+  alignas(8) char buf[4096];
+  for (;;) {
+    const auto n = ::getdents64(fd(), buf, sizeof buf);
+    if (n < 0) throw_io("cannot list directory", path_, "getdents64");
+    if (n == 0) break;
+    for (ssize_t at = 0; at < n;) {
+      const auto* e = reinterpret_cast<const dirent64*>(buf + at);
+      const std::string_view name = e->d_name;
+      if (name != "." && name != "..") out.push_back({std::string(name), e->d_type});
+      at += e->d_reclen;
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Listed& a, const Listed& b) { return a.name < b.name; });
+  return out;
+}
+
 std::vector<std::string> Dir::names() const {
   // NOTE: a descriptor of its own ("." reopened), so that listing never moves the offset of ours.
   FileDescriptor own(::openat(fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (own.get() < 0) throw_io("cannot list directory", path_, "openat");
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(own.get()), ::closedir);
-  if (!dir) throw_io("cannot list directory", path_, "fdopendir");
-  own.release();
   std::vector<std::string> out;
-  for (;;) {
-    errno = 0;
-    const dirent* e = ::readdir(dir.get());
-    if (!e) break;
-    const std::string_view name = e->d_name;
-    if (name != "." && name != "..") out.emplace_back(name);
-  }
-  if (errno != 0) throw_io("cannot list directory", path_, "readdir");
-  std::sort(out.begin(), out.end());
+  for (auto& l : Dir(std::move(own), path_).typed_names()) out.push_back(std::move(l.name));
   return out;
 }
 
@@ -256,7 +264,7 @@ Bytes::Bytes(std::string owned) {
 
 Bytes map_file_at(const Dir& dir, const std::string& name, std::uint64_t bytes) {
   const auto fd = open_cache_file(dir, name, bytes, /*exact=*/true).first;
-  void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd.get(), 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (p == MAP_FAILED) return Bytes(read_file_at(dir, name, bytes, /*exact=*/true));
   Bytes out;
   out.holder_ = std::shared_ptr<const void>(p, [bytes](const void* q) { ::munmap(const_cast<void*>(q), bytes); });

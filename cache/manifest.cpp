@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <optional>
+#include <utility>
 
 namespace moejit::detail {
 
@@ -25,10 +27,26 @@ std::string utc_now() {
 
 namespace {
 
-// NOTE: the manifest's own checksum covers every field (kernel table, created, compile_seconds
-// included): XXH3-128 of the compact dump of the manifest without it. nlohmann's dump is the
-// same for a parsed copy (sorted keys, shortest round-trip numbers), so a reader recomputes it.
+// NOTE: the manifest's own checksum covers every byte of its text (kernel table, created,
+// compile_seconds, even the spacing): XXH3-128 of the file as written with the checksum's 32
+// digits read as zeros. A reader checks the bytes it read before parsing them, with no second
+// serialization to hash (that, and the parse, were most of a warm start).
 constexpr const char* kSelfChecksum = "manifest_xxh3_128";
+constexpr std::string_view kSelfChecksumField = "\"manifest_xxh3_128\": \"";  // as dump(2) writes it
+constexpr std::size_t kChecksumDigits = 32;
+
+// The text with its self-checksum's digits as zeros, and where they start; none when the text
+// does not hold the field exactly once (a quote inside a JSON string is escaped, so the field's
+// text can only be the key itself).
+std::optional<std::pair<std::string, std::size_t>> zeroed_checksum(std::string_view text) {
+  const auto at = text.find(kSelfChecksumField);
+  if (at == std::string_view::npos || text.find(kSelfChecksumField, at + 1) != std::string_view::npos) return std::nullopt;
+  const auto digits = at + kSelfChecksumField.size();
+  if (text.size() < digits + kChecksumDigits) return std::nullopt;
+  std::string zeroed(text);
+  zeroed.replace(digits, kChecksumDigits, kChecksumDigits, '0');
+  return std::pair{std::move(zeroed), digits};
+}
 
 json fields_of(const Manifest& m) {
   json kernels_json = json::array();
@@ -87,22 +105,26 @@ bool nests_deeper(std::string_view text, int limit) {
 
 std::string Manifest::to_json() const {
   json j = fields_of(*this);
-  j[kSelfChecksum] = checksum(j.dump());
-  return j.dump(2) + "\n";
+  j[kSelfChecksum] = std::string(kChecksumDigits, '0');
+  auto text = j.dump(2) + "\n";
+  const auto digits = text.find(kSelfChecksumField) + kSelfChecksumField.size();
+  text.replace(digits, kChecksumDigits, checksum(text));
+  return text;
 }
 
 Manifest Manifest::from_json(std::string_view text) {
   if (nests_deeper(text, kMaxManifestDepth)) malformed(fmt::format("nested deeper than {} levels", kMaxManifestDepth));
+  const auto zeroed = zeroed_checksum(text);
+  if (!zeroed) malformed(fmt::format("not exactly one {} field", kSelfChecksum));
+  const auto sum = text.substr(zeroed->second, kChecksumDigits);
+  if (checksum(zeroed->first) != sum) {
+    throw Error({.kind = ErrorKind::cache, .message = "manifest checksum mismatch", .expected = "the manifest as it was written"});
+  }
   json j;
   try {
     j = json::parse(text);
     if (!j.is_object()) malformed("not a JSON object");
-    const auto sum = j.at(kSelfChecksum).get<std::string>();
-    j.erase(kSelfChecksum);
-    if (checksum(j.dump()) != sum) {
-      throw Error({.kind = ErrorKind::cache, .message = "manifest checksum mismatch",
-                   .expected = "the manifest as it was written"});
-    }
+    if (j.at(kSelfChecksum).get<std::string>() != sum) malformed(fmt::format("a {} field nested below the top", kSelfChecksum));
   } catch (const json::exception& e) {
     malformed(e.what());
   }

@@ -14,7 +14,7 @@
 namespace moejit::detail {
 
 /// Bump when the on-disk layout or the manifest changes meaning.
-inline constexpr int kCacheSchemaVersion = 2;  // 2: the manifest carries its own checksum
+inline constexpr int kCacheSchemaVersion = 3;  // 2: the manifest carries its own checksum; 3: over its bytes
 
 struct Key {
   std::uint64_t hi = 0;

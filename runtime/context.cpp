@@ -93,14 +93,13 @@ void Context::make_current() const { MOEJIT_CU(impl_->driver, cuCtxSetCurrent(im
 
 std::shared_ptr<detail::Kernel> Context::kernel(const Contract& contract, std::string_view role) {
   const std::size_t index = contract.kernel_index(role);
-  const auto key = impl_->cache.key_of(contract);
+  const auto entry = impl_->cache.get(contract).entry;
+  const auto& key = entry->manifest.key;  // the contract's: checked when read, set when compiled
   std::shared_ptr<const detail::Module> module;
-  std::shared_ptr<const detail::CacheEntry> entry;
   {
     std::lock_guard lock(impl_->mutex);
     if (auto it = impl_->modules.find(key); it != impl_->modules.end()) module = it->second;
   }
-  entry = impl_->cache.get(contract).entry;
   if (!module) {
     MOEJIT_CU(impl_->driver, cuCtxSetCurrent(impl_->primary));
     module = std::make_shared<detail::Module>(impl_->driver, entry->cubin);

@@ -100,14 +100,16 @@ Action add_warmup(CLI::App& app) {
 
     // Warm start: a fresh process's view, everything read back from disk and verified.
     for (const auto& spec : specs) {
+      const auto t_open = std::chrono::steady_clock::now();
       detail::Cache fresh(options, compiler);
       const auto t0 = std::chrono::steady_clock::now();
       const auto spec_jobs = jobs_of(load_spec(spec.file), o->archs);
       for (const auto& j : spec_jobs) fresh.get(j.contract);
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const auto ms = [](auto from, auto to) { return std::chrono::duration<double, std::milli>(to - from).count(); };
       std::set<std::string> unique;
       for (const auto& j : spec_jobs) unique.insert(j.contract.text());
-      fmt::print("warm start: {:<36} {:>6.1f} ms ({} contracts, parse + keys + read + verify)\n", spec.file, ms, unique.size());
+      fmt::print("warm start: {:<36} {:>6.1f} ms ({} contracts, parse + keys + read + verify; opening the cache {:.1f} ms more)\n",
+                 spec.file, ms(t0, std::chrono::steady_clock::now()), unique.size(), ms(t_open, t0));
     }
     return kOk;
   };

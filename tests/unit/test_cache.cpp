@@ -24,6 +24,7 @@
 #include <regex>
 #include <thread>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -77,6 +78,27 @@ std::string read_file(const fs::path& file) {
 }
 
 }  // namespace
+
+TEST_CASE("a directory lists its names sorted, with the types the listing gives, as often as asked", "[cache]") {
+  TempDir t;
+  overwrite(t.path / "b.file", "x");
+  fs::create_directory(t.path / "a.dir");
+  fs::create_symlink("b.file", t.path / "c.link");
+  const Dir dir = open_directory(t.path);
+  for (int pass = 0; pass < 2; ++pass) {  // typed_names reads from the descriptor's start each time
+    const auto listed = dir.typed_names();
+    REQUIRE(listed.size() == 3);
+    CHECK(listed[0].name == "a.dir");
+    CHECK(listed[1].name == "b.file");
+    CHECK(listed[2].name == "c.link");
+    // A file system that does not say leaves DT_UNKNOWN, which callers stat.
+    CHECK((listed[0].type == DT_DIR || listed[0].type == DT_UNKNOWN));
+    CHECK((listed[1].type == DT_REG || listed[1].type == DT_UNKNOWN));
+    CHECK((listed[2].type == DT_LNK || listed[2].type == DT_UNKNOWN));
+  }
+  CHECK(dir.names() == std::vector<std::string>{"a.dir", "b.file", "c.link"});
+  CHECK(open_directory(t.path / "a.dir").names().empty());
+}
 
 TEST_CASE("entries are compiled once, then read from disk, then from memory", "[cache]") {
   TempDir tmp;
@@ -455,7 +477,7 @@ TEST_CASE("inside an open cache no link is followed: bad entries are moved aside
   }
 }
 
-TEST_CASE("every byte of the manifest is checked: a changed kernel table, date or time is a bad entry", "[cache][hostile]") {
+TEST_CASE("every byte of the manifest is checked: a changed kernel table, date, time or spacing is a bad entry", "[cache][hostile]") {
   Warmed w;
   const std::string manifest = read_file(w.entry / "manifest.json");
   auto edited = [&](const std::string& pattern, const std::string& with) {
@@ -469,6 +491,8 @@ TEST_CASE("every byte of the manifest is checked: a changed kernel table, date o
       {"created", edited(R"("created": "[^"]*")", R"("created": "2000-01-01T00:00:00Z")")},
       {"compile seconds", edited(R"("compile_seconds": [0-9.e-]+)", R"("compile_seconds": 1234)")},
       {"no checksum", edited(R"(\s*"manifest_xxh3_128": "[0-9a-f]+",)", "")},
+      {"spacing", edited(R"("arch": )", R"("arch":  )")},
+      {"a second checksum field", edited(R"("arch": )", R"("manifest_xxh3_128": "0", "arch": )")},
   };
   for (const auto& [what, text] : cases) {
     SECTION(what) {
