@@ -32,6 +32,7 @@ class StubBuilder {
     std::string role;
     std::string name;
     std::string args;
+    int dynamic_shared = 0;  ///< Contract::Kernel::dynamic_shared
   };
   /// Renders the stub into `contract.source` -- the include, the Config struct and one explicit
   /// instantiation of each kernel -- and lists the kernels, by role, in `contract.kernels`.

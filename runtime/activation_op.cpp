@@ -119,7 +119,7 @@ class ActivationOp final : public Op {
     init->launch({64, 1, 1}, args, stream.get());
     stream.synchronize();
     auto table = context.kernel(contract, kActTable);
-    table->set_block({kActivationThreads, 1, 1}, bytes);
+    table->set_block({kActivationThreads, 1, 1}, static_cast<unsigned>(contract.kernel(kActTable).dynamic_shared));
     table_ = std::move(table);
   }
 

@@ -98,8 +98,9 @@ class ExpertsOp final : public Op {
     if (prefill_.ok) {
       const auto& w = all.at(1);
       for (int g = 0; g < 2; ++g) {
-        auto kernel = context.kernel(w, g == 0 ? kExpertsPrefill1 : kExpertsPrefill2);
-        kernel->set_block({kExpertsPrefillThreads, 1, 1}, static_cast<unsigned>(prefill_.shared_bytes(g + 1)));
+        const auto role = g == 0 ? kExpertsPrefill1 : kExpertsPrefill2;
+        auto kernel = context.kernel(w, role);
+        kernel->set_block({kExpertsPrefillThreads, 1, 1}, static_cast<unsigned>(w.kernel(role).dynamic_shared));
         prefill_gemm_[g] = std::move(kernel);
       }
       if (!spec_.masked()) {

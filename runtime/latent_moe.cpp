@@ -426,25 +426,25 @@ LatentMoE::LatentMoE(Context& context, std::shared_ptr<const OpSpec> op, Communi
   m.max_tokens = spec->max_tokens();
   m.shard = spec->hidden / spec->tp_size;
   const auto contract = contracts(*spec, context.device().arch).front();
-  auto load = [&](std::string_view role, unsigned threads, unsigned shared) {
+  auto load = [&](std::string_view role, unsigned threads) {
     auto kernel = context.kernel(contract, role);
-    kernel->set_block({threads, 1, 1}, shared);
+    kernel->set_block({threads, 1, 1}, static_cast<unsigned>(contract.kernel(role).dynamic_shared));
     return kernel;
   };
   m.tiling = detail::latent_tail_tiling(*spec);
-  m.norm_kernel = load(detail::kTailNorm, 256, 0);
+  m.norm_kernel = load(detail::kTailNorm, 256);
   for (std::size_t i = 0; i < m.upproj_kernels.size(); ++i) {
-    m.upproj_kernels[i] = load(detail::kTailUpProj[i], static_cast<unsigned>(32 * m.tiling.groups * m.tiling.split), 0);
+    m.upproj_kernels[i] = load(detail::kTailUpProj[i], static_cast<unsigned>(32 * m.tiling.groups * m.tiling.split));
   }
   if (detail::latent_tail_tc(*spec, context.device().arch) && m.max_tokens > detail::kTailUpProjTokens[0]) {  // past 8 tokens
     for (std::size_t i = 0; i < m.upproj_tc.size(); ++i) {
-      m.upproj_tc[i] = load(detail::kTailUpProjTc[i], kTailTcThreads, static_cast<unsigned>(tail_tc_shared_bytes(detail::kTailUpProjTcTokens[i], m.tiling.tc_rows)));
+      m.upproj_tc[i] = load(detail::kTailUpProjTc[i], kTailTcThreads);
     }
   }
   if (spec->tp_size > 1) {
-    m.exchange_kernel = load(detail::kTailExchange, 256, 0);
-    m.gather_kernel = load(detail::kTailGather, 256, 0);
-    m.permute_kernel = load(detail::kTailPermute, 256, 0);
+    m.exchange_kernel = load(detail::kTailExchange, 256);
+    m.gather_kernel = load(detail::kTailGather, 256);
+    m.permute_kernel = load(detail::kTailPermute, 256);
   }
   m.allocate();
   if (m.upproj_tc[0]) {

@@ -44,16 +44,26 @@ std::string output_path(const Opts& o, std::span<const Item> items, std::size_t 
   return (std::filesystem::path(o.output) / name).string();
 }
 
+// The dynamic shared memory the launcher asks for a kernel: bytes, or "load" where the device's
+// limits decide it when the op is loaded.
+std::string dynamic_shared(const Contract& contract, const std::string& expression) {
+  for (const auto& k : contract.kernels) {
+    if (k.expression != expression) continue;
+    return k.dynamic_shared == Contract::kSharedAtLoad ? "load" : std::to_string(k.dynamic_shared);
+  }
+  return "?";
+}
+
 int emit_report(detail::Cache& cache, const std::vector<Item>& items) {
-  fmt::print("{:<20} {:<8} {:<9} {:>5} {:>6} {:>6} {:>6}  {:<32}  {}\n", "op", "arch", "source", "regs", "smem",
-             "stack", "spill", "key", "kernel");
+  fmt::print("{:<20} {:<8} {:<9} {:>5} {:>6} {:>6} {:>6} {:>6}  {:<32}  {}\n", "op", "arch", "source", "regs", "smem",
+             "+dyn", "stack", "spill", "key", "kernel");
   for (const auto& item : items) {
     auto r = cache.get(item.contract);
     for (const auto& k : r.entry->manifest.kernels) {
       const auto& res = k.resources;
-      fmt::print("{:<20} {:<8} {:<9} {:>5} {:>6} {:>6} {:>6}  {:<32}  {}\n", item.op, item.contract.arch(),
-                 detail::to_string(r.source), res.registers, res.shared_bytes, res.stack_bytes,
-                 res.spill_store_bytes + res.spill_load_bytes, r.entry->manifest.key.hex(), k.name_expression);
+      fmt::print("{:<20} {:<8} {:<9} {:>5} {:>6} {:>6} {:>6} {:>6}  {:<32}  {}\n", item.op, item.contract.arch(),
+                 detail::to_string(r.source), res.registers, res.shared_bytes, dynamic_shared(item.contract, k.name_expression),
+                 res.stack_bytes, res.spill_store_bytes + res.spill_load_bytes, r.entry->manifest.key.hex(), k.name_expression);
       if (res.wgmma_serialized) {
         fmt::print("{:<20} {:<8} warning: ptxas serialized the wgmmas of {} (C7518: the tensor pipe drains between them)\n",
                    item.op, item.contract.arch(), k.name_expression);
@@ -75,7 +85,7 @@ Action add_compile(CLI::App& app) {
   sub->add_option("spec", o->spec, "spec file")->required();
   sub->add_option("--op", o->op, "only these ops (names or indices, comma-separated)");
   sub->add_option("--arch", o->arch, "target arch (default: the spec's archs)")->check(supported_arch());
-  sub->add_option("--emit", o->emit, "what to show: report (registers, shared memory, spills; each contract's fields and tiling), source, ptx, cubin, contract")
+  sub->add_option("--emit", o->emit, "what to show: report (registers, static and dynamic shared memory, spills; each contract's fields and tiling), source, ptx, cubin, contract")
       ->check(CLI::IsMember({"report", "source", "ptx", "cubin", "contract"}));
   sub->add_option("-o,--output", o->output, "write to this file (a directory when there are several contracts)");
   return [o] {

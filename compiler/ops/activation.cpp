@@ -72,7 +72,7 @@ std::vector<Contract> activation_contracts(const OpSpec& op, std::string_view ar
                                               {std::string(kActivationWide), "moejit::activation_wide_kernel", "moejit::ActivationArgs"}};
   if (act_by_tables(s)) {
     kernels.push_back({std::string(kActTableInit), "moejit::act_table_init_kernel", "moejit::ActivationArgs"});
-    kernels.push_back({std::string(kActTable), "moejit::act_table_kernel", "moejit::ActivationArgs"});
+    kernels.push_back({std::string(kActTable), "moejit::act_table_kernel", "moejit::ActivationArgs", static_cast<int>(act_table_bytes(s))});
   }
   stub.emit(c, kernels);
   return {c};

@@ -195,7 +195,8 @@ std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch)
   if (!s.masked()) {
     kernels.push_back({std::string(kExpertsCombine), "moejit::experts_combine_kernel", "moejit::ExpertsCombineArgs"});
     kernels.push_back({std::string(kExpertsGemm1One), "moejit::experts_gemm1_kernel<1, true>", std::string(kGemmArgs)});
-    kernels.push_back({std::string(kExpertsGemm2One), "moejit::experts_gemm2_one_kernel", std::string(kGemmArgs)});
+    // Its weight stash: as many regions as the device's shared memory holds beside the grid.
+    kernels.push_back({std::string(kExpertsGemm2One), "moejit::experts_gemm2_one_kernel", std::string(kGemmArgs), Contract::kSharedAtLoad});
   }
   stub.emit(c, kernels);
   std::vector<Contract> out = {c};
@@ -219,8 +220,9 @@ std::vector<Contract> experts_contracts(const OpSpec& op, std::string_view arch)
       .constant("int", "kBand1", std::to_string(p.band1))
       .constant("int", "kBand2", std::to_string(p.band2));
   constexpr std::string_view kPrefillArgs = "const __grid_constant__ moejit::ExpertsPrefillArgs";
-  std::vector<StubBuilder::Kernel> wk = {{std::string(kExpertsPrefill1), "moejit::experts_prefill_kernel<1>", std::string(kPrefillArgs)},
-                                         {std::string(kExpertsPrefill2), "moejit::experts_prefill_kernel<2>", std::string(kPrefillArgs)}};
+  std::vector<StubBuilder::Kernel> wk = {
+      {std::string(kExpertsPrefill1), "moejit::experts_prefill_kernel<1>", std::string(kPrefillArgs), p.shared_bytes(1)},
+      {std::string(kExpertsPrefill2), "moejit::experts_prefill_kernel<2>", std::string(kPrefillArgs), p.shared_bytes(2)}};
   if (!s.masked()) {
     // x' only where the router weight scales it: else GEMM1's producer gathers x's rows itself.
     if (s.weight_on_input) wk.push_back({std::string(kExpertsGather), "moejit::experts_gather_kernel", "moejit::ExpertsGatherArgs"});

@@ -1,6 +1,7 @@
 #include "latent_tail.hpp"
 
 #include "compiler/codegen.hpp"
+#include "templates/latent_tail_args.h"
 
 #include <fmt/format.h>
 
@@ -91,7 +92,7 @@ std::vector<Contract> latent_tail_contracts(const OpSpec& op, std::string_view a
   }
   for (std::size_t i = 0; tc && i < kTailUpProjTc.size(); ++i) {
     list.push_back({std::string(kTailUpProjTc[i]), fmt::format("moejit::tail_upproj_tc_kernel<{}>", kTailUpProjTcTokens[i]),
-                    "const __grid_constant__ moejit::TailUpTcArgs"});
+                    "const __grid_constant__ moejit::TailUpTcArgs", tail_tc_shared_bytes(kTailUpProjTcTokens[i], t.tc_rows)});
   }
   if (multi) {
     list.push_back({std::string(kTailExchange), "moejit::tail_exchange_kernel", "moejit::TailNormArgs"});

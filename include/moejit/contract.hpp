@@ -35,12 +35,15 @@ class Contract {
   std::string text() const;
 
   /// One kernel of the module: the role launchers ask for it by ("warp_vectors", "block",
-  /// "fused", ...) and its NVRTC name expression.
+  /// "fused", ...), its NVRTC name expression, and the dynamic shared memory its launcher asks
+  /// for (bytes; kSharedAtLoad where the device's limits decide it when the op is loaded).
   struct Kernel {
     std::string role;
     std::string expression;
+    int dynamic_shared = 0;
     bool operator==(const Kernel&) const = default;
   };
+  static constexpr int kSharedAtLoad = -1;
 
   /// The generated source (a stub of named constants and one explicit instantiation) and its
   /// kernels. Derived from the fields; not part of the text.
@@ -49,6 +52,8 @@ class Contract {
   /// The index of the kernel with this role in `kernels`; throws moejit::Error (internal) when
   /// the contract has none.
   std::size_t kernel_index(std::string_view role) const;
+  /// The kernel with this role (kernel_index's).
+  const Kernel& kernel(std::string_view role) const { return kernels[kernel_index(role)]; }
   bool has_kernel(std::string_view role) const noexcept;
 
   bool operator==(const Contract& o) const { return text() == o.text(); }

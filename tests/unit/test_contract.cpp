@@ -8,6 +8,7 @@
 #include "compiler/embedded_templates.hpp"
 #include "compiler/key.hpp"
 #include "compiler/nvrtc.hpp"
+#include "compiler/ops/activation.hpp"
 #include "compiler/ops/experts.hpp"
 #include "compiler/ops/latent_tail.hpp"
 #include "compiler/ops/routing.hpp"
@@ -84,7 +85,9 @@ TEST_CASE("the generated stub is named constants plus one instantiation per kern
   CHECK(c.kernels[0] == Contract::Kernel{"narrow", "moejit::activation_kernel<moejit_generated::Config>"});
   CHECK(c.kernels[1] == Contract::Kernel{"wide", "moejit::activation_wide_kernel<moejit_generated::Config>"});
   CHECK(c.kernels[2] == Contract::Kernel{"table_init", "moejit::act_table_init_kernel<moejit_generated::Config>"});
-  CHECK(c.kernels[3] == Contract::Kernel{"table", "moejit::act_table_kernel<moejit_generated::Config>"});
+  // The table kernel holds its tables in dynamic shared memory.
+  CHECK(c.kernels[3] == Contract::Kernel{"table", "moejit::act_table_kernel<moejit_generated::Config>",
+                                         static_cast<int>(act_table_bytes(dynamic_cast<const ActivationSpec&>(*parse_spec(kSitu, "t.json").ops[0])))});
   // So do erf gelu and masked layouts; other kinds, fp16 input and interleaved halves do not.
   for (const char* op : {R"({"op": "activation", "kind": "gelu", "d": 64})",
                          R"({"op": "activation", "kind": "situ", "beta": 4.0, "d": 64, "layout": "masked", "num_experts": 2})"}) {
@@ -291,6 +294,13 @@ TEST_CASE("latent_tail: the tensor-core up projection is in the contract on sm_9
   CHECK(rows(8448) == 64);  // 132 CTAs of 64
   CHECK(rows(9216) == 48);  // 192 of 48 is two waves (96 rows an SM) against 144 of 64 (128)
   CHECK(contracts(*tp1, "sm_90a").front().get("tc_rows") == "56");
+  // The contract carries each kernel's dynamic shared memory, which the launcher asks for and
+  // `compile --emit report` shows.
+  const auto c = contracts(*tp1, "sm_90a").front();
+  for (std::size_t i = 0; i < kTailUpProjTc.size(); ++i) {
+    CHECK(c.kernel(kTailUpProjTc[i]).dynamic_shared == tail_tc_shared_bytes(kTailUpProjTcTokens[i], 56));
+  }
+  CHECK(c.kernel(kTailNorm).dynamic_shared == 0);
 }
 
 TEST_CASE("experts: the prefill contract exists on sm_90a where a wgmma N divides the shape, with its tiling", "[contract][experts]") {
@@ -309,6 +319,16 @@ TEST_CASE("experts: the prefill contract exists on sm_90a where a wgmma N divide
   CHECK(both[1].get("hidden") == "7168");  // the decode contract's fields, then the tiling
   CHECK(both[1].has_kernel("gemm1_wgmma"));
   CHECK(both[1].has_kernel("gemm2_wgmma"));
+  // Each kernel's dynamic shared memory: the prefill rings as the tiling sizes them; the one-token
+  // GEMM2's stash is the device's to decide, at load.
+  const auto tiling = experts_prefill_tiling(dynamic_cast<const ExpertsSpec&>(*dsv3), "sm_90a");
+  for (int g : {1, 2}) {
+    const auto& k = both[1].kernel(g == 1 ? "gemm1_wgmma" : "gemm2_wgmma");
+    CHECK(k.dynamic_shared == tiling.shared_bytes(g));
+    CHECK(k.dynamic_shared > 0);
+  }
+  CHECK(both[0].kernel("gemm2_one").dynamic_shared == Contract::kSharedAtLoad);
+  CHECK(both[0].kernel("gemm1_one").dynamic_shared == 0);
   // GEMM1's producer gathers x's rows: no x' kernel, but where the router weight scales them first.
   CHECK_FALSE(both[1].has_kernel("gather"));
   const auto on_input = spec_of(R"("hidden": 7168, "intermediate": 2048, "num_experts": 256, "topk": 8, "apply_router_weight_on_input": true)");
