@@ -111,18 +111,9 @@ struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
 
-/// Four floats from shared memory in one ld.shared.v4 that NVVM cannot rewrite: its vectorizer
-/// splits plain float4 loads of the tail's epilogue one way or another from compile to compile
-/// (the same source, different PTX and cubins).
-__device__ __forceinline__ float4 load_shared_float4(const float* p) {
-  float4 v;
-  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p)))
-               : "memory");
-  return v;
-}
-/// 16 bytes of shared memory in one ld.shared.v4 (see load_shared_float4).
+/// 16 bytes of shared memory in one ld.shared.v4 that NVVM cannot rewrite: its vectorizer splits
+/// plain float4 loads of the tail's epilogue one way or another from compile to compile (the
+/// same source, different PTX and cubins).
 __device__ __forceinline__ uint4 load_shared_u4(const void* p) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -130,6 +121,11 @@ __device__ __forceinline__ uint4 load_shared_u4(const void* p) {
                : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p)))
                : "memory");
   return v;
+}
+/// Four floats of shared memory, as load_shared_u4 loads them.
+__device__ __forceinline__ float4 load_shared_float4(const float* p) {
+  const uint4 v = load_shared_u4(p);
+  return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
 }
 
 template <class T, int N>
