@@ -10,6 +10,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <set>
 #include <thread>
 
 namespace moejit::reference {
@@ -96,6 +100,38 @@ Rng row_rng(std::uint64_t seed, std::int64_t row) {
 std::vector<HostTensor> make_tensors(const OpSpec& op, std::int64_t tokens) {
   std::vector<HostTensor> out;
   for (const auto& decl : op.tensors()) out.push_back(HostTensor::like(decl, tokens));
+  return out;
+}
+
+std::vector<std::int64_t> sample_rows(std::int64_t tokens, std::int64_t count, std::uint64_t seed) {
+  std::vector<std::int64_t> rows;
+  if (count <= 0 || count >= tokens) {
+    rows.resize(static_cast<std::size_t>(std::max<std::int64_t>(tokens, 0)));
+    std::iota(rows.begin(), rows.end(), std::int64_t{0});
+    return rows;
+  }
+  std::set<std::int64_t> chosen = {0, tokens - 1};
+  Rng rng(seed);
+  std::uniform_int_distribution<std::int64_t> row(1, tokens - 2);
+  while (static_cast<std::int64_t>(chosen.size()) < count) chosen.insert(row(rng));
+  return {chosen.begin(), chosen.end()};
+}
+
+HostTensor gather_rows(const HostTensor& from, std::span<const std::int64_t> rows) {
+  if (from.shape.empty()) {
+    throw Error({.kind = ErrorKind::internal, .message = "gather_rows of a tensor with no dimensions"});
+  }
+  auto shape = from.shape;
+  shape[0] = static_cast<std::int64_t>(rows.size());
+  auto out = HostTensor::zeros(from.dtype, std::move(shape));
+  const std::size_t row_bytes = from.shape[0] > 0 ? from.bytes() / static_cast<std::size_t>(from.shape[0]) : 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= from.shape[0]) {
+      throw Error({.kind = ErrorKind::internal, .message = "gather_rows past the tensor's rows",
+                   .found = std::to_string(rows[i]), .expected = fmt::format("a row in [0, {})", from.shape[0])});
+    }
+    std::memcpy(out.data.data() + i * row_bytes, from.data.data() + static_cast<std::size_t>(rows[i]) * row_bytes, row_bytes);
+  }
   return out;
 }
 

@@ -68,4 +68,13 @@ Rng row_rng(std::uint64_t seed, std::int64_t row);
 /// Allocates host tensors for an op at `tokens` (zeros).
 std::vector<HostTensor> make_tensors(const OpSpec& op, std::int64_t tokens);
 
+/// The rows of [0, tokens) a check compares when it samples `count` of them: the first, the last
+/// and rows drawn from `seed` without repeats (at least those two), in increasing order; every
+/// row when `count` is 0 or at least `tokens`. A token-major op's tokens are independent, so its reference computes
+/// these rows alone as a call of that many tokens (gather_rows) and gives each the outputs the
+/// whole call would.
+std::vector<std::int64_t> sample_rows(std::int64_t tokens, std::int64_t count, std::uint64_t seed);
+/// Rows `rows` of `from` along its first dimension, as a tensor of rows.size() rows.
+HostTensor gather_rows(const HostTensor& from, std::span<const std::int64_t> rows);
+
 }  // namespace moejit::reference

@@ -1,4 +1,4 @@
-// moejit check SPEC [--op NAME] [--tokens T,...] [--seed N] [--device N]
+// moejit check SPEC [--op NAME] [--tokens T,...] [--rows N] [--seed N] [--device N]
 // Every op on the GPU against its CPU reference, over the op's input variants and token counts.
 #include <moejit/context.hpp>
 #include <moejit/error.hpp>
@@ -17,6 +17,7 @@ Action add_check(CLI::App& app) {
   struct Opts {
     std::string spec, op;
     std::vector<std::string> tokens;
+    std::int64_t rows = 0;
     std::uint64_t seed = 1;
     int device = 0;
   };
@@ -27,6 +28,12 @@ Action add_check(CLI::App& app) {
   sub->add_option("--tokens", o->tokens,
                   fmt::format("token counts to check, comma-separated, 0 to {} (default: the op's sweep)", kMaxTokens))
       ->check(integer_list_in(0, kMaxTokens));
+  sub->add_option("--rows", o->rows,
+                  fmt::format("past this many tokens, compare only this many rows of a call (the first, the last and "
+                              "rows drawn from the seed), the reference computing those alone; 2 to {} (default: every row; "
+                              "ops whose token extent is not first, the masked layouts, compare every row)",
+                              kMaxTokens))
+      ->check(integer_in(2, kMaxTokens));
   sub->add_option("--seed", o->seed, "random seed, 0 to 2^64 - 1")->check(unsigned_integer());
   sub->add_option("--device", o->device, "GPU ordinal")->check(integer_in(0, std::numeric_limits<int>::max()));
   return [o] {
@@ -44,11 +51,12 @@ Action add_check(CLI::App& app) {
       const auto& harness = reference::harness_for(op_spec->family());
       const auto tokens = chosen_tokens.empty() ? harness.check_tokens(*op_spec) : chosen_tokens;
       for (int variant = 0; variant < harness.variants(); ++variant) {
-        const auto results = check_cases(context, *op, variant, tokens, o->seed + cases);
+        const auto results = check_cases(context, *op, variant, tokens, o->seed + cases, o->rows);
         for (std::size_t i = 0; i < results.size(); ++i) {
           ++cases;
           const auto& r = results[i];
-          fmt::print("{} {} [{}] T={}\n", r.passed() ? "PASS" : "FAIL", op_spec->name, harness.variant_name(variant), tokens[i]);
+          const auto sampled = r.rows < tokens[i] ? fmt::format(" ({} rows compared)", r.rows) : std::string();
+          fmt::print("{} {} [{}] T={}{}\n", r.passed() ? "PASS" : "FAIL", op_spec->name, harness.variant_name(variant), tokens[i], sampled);
           if (r.passed()) continue;
           ++failed;
           for (const auto& f : r.failures) fmt::print("  {}\n", f);

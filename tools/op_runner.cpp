@@ -27,6 +27,46 @@ void download_outputs(const Op& op, const DeviceTensors& device, std::span<HostT
   }
 }
 
+namespace {
+
+bool has_token_extent(const TensorDecl& d) {
+  return std::ranges::any_of(d.shape, [](const Extent& e) { return e.tokens; });
+}
+
+// True when every tensor with the token extent has it first: the first t rows of its tensors
+// are a call of t tokens, and each token's outputs depend on its own rows alone.
+bool token_major(const Op& op) {
+  for (const auto& t : op.tensors()) {
+    for (std::size_t d = 1; d < t.shape.size(); ++d) {
+      if (t.shape[d].tokens) return false;
+    }
+  }
+  return true;
+}
+
+// The reference of a call of `tokens` compared with the call's outputs: `want` holds the call's
+// inputs and its outputs as the call found them, `got` the outputs it wrote. A token-major op
+// past `sample` tokens is compared at sample_rows(tokens, sample, seed) alone, the reference
+// computing those rows as a call of that many tokens.
+CheckResult against_reference(const Op& op, std::vector<HostTensor>& want, std::vector<HostTensor>& got, std::int64_t tokens,
+                              std::int64_t sample, std::uint64_t seed) {
+  const auto& harness = reference::harness_for(op.spec().family());
+  const auto& decls = op.tensors();
+  if (sample > 0 && sample < tokens && token_major(op)) {
+    const auto rows = reference::sample_rows(tokens, sample, seed);
+    for (std::size_t i = 0; i < decls.size(); ++i) {
+      if (!has_token_extent(decls[i])) continue;
+      want[i] = reference::gather_rows(want[i], rows);
+      if (decls[i].role == TensorRole::output) got[i] = reference::gather_rows(got[i], rows);
+    }
+    tokens = static_cast<std::int64_t>(rows.size());
+  }
+  harness.run(op.spec(), want, tokens);
+  return {harness.compare(op.spec(), want, got, tokens), tokens};
+}
+
+}  // namespace
+
 CheckResult check_case(Context& context, const Op& op, CheckCase c) {
   const auto& harness = reference::harness_for(op.spec().family());
   reference::Rng rng(c.seed);
@@ -46,21 +86,15 @@ CheckResult check_case(Context& context, const Op& op, CheckCase c) {
     if (op.tensors()[i].role == TensorRole::output) got[i] = HostTensor::zeros(want[i].dtype, want[i].shape);
   }
   download_outputs(op, device, got);
-
-  harness.run(op.spec(), want, c.tokens);
-  return {harness.compare(op.spec(), want, got, c.tokens)};
+  return against_reference(op, want, got, c.tokens, c.sample_rows, c.seed);
 }
 
 namespace {
 
-bool has_token_extent(const TensorDecl& d) {
-  return std::ranges::any_of(d.shape, [](const Extent& e) { return e.tokens; });
-}
-
 // Checks `op` at every T of `tokens` on inputs filled once at the largest T, each T on the first
 // rows of the token-major tensors; the fixed tensors (weights) are lent to each case's inputs.
 std::vector<CheckResult> check_prefixes(Context& context, const Op& op, int variant, std::span<const std::int64_t> tokens,
-                                        std::uint64_t seed) {
+                                        std::uint64_t seed, std::int64_t sample) {
   const auto& harness = reference::harness_for(op.spec().family());
   const auto& decls = op.tensors();
   const std::int64_t largest = *std::ranges::max_element(tokens);
@@ -70,7 +104,8 @@ std::vector<CheckResult> check_prefixes(Context& context, const Op& op, int vari
   const auto device = upload(context.driver(), master);
   detail::Stream stream(context.driver());
   std::vector<CheckResult> results;
-  for (const auto t : tokens) {
+  for (std::size_t c = 0; c < tokens.size(); ++c) {
+    const auto t = tokens[c];
     std::vector<HostTensor> want, got(decls.size());
     for (std::size_t i = 0; i < decls.size(); ++i) {
       if (!has_token_extent(decls[i])) {
@@ -90,8 +125,7 @@ std::vector<CheckResult> check_prefixes(Context& context, const Op& op, int vari
     op.launch(device.bindings, t, stream.get());
     stream.synchronize();
     download_outputs(op, device, got);
-    harness.run(op.spec(), want, t);
-    results.push_back({harness.compare(op.spec(), want, got, t)});
+    results.push_back(against_reference(op, want, got, t, sample, seed + c));
     for (std::size_t i = 0; i < decls.size(); ++i) {
       if (!has_token_extent(decls[i])) master[i] = std::move(want[i]);
     }
@@ -102,18 +136,20 @@ std::vector<CheckResult> check_prefixes(Context& context, const Op& op, int vari
 }  // namespace
 
 std::vector<CheckResult> check_cases(Context& context, const Op& op, int variant, std::span<const std::int64_t> tokens,
-                                     std::uint64_t seed) {
+                                     std::uint64_t seed, std::int64_t sample_rows) {
   // NOTE: an op with large fixed tensors (an experts op's weights: up to tens of GB) is filled
   // and uploaded once a variant; the rest get fresh inputs a case.
   std::size_t fixed = 0;
-  bool token_major_op = true;
   for (const auto& d : op.tensors()) {
     if (!has_token_extent(d)) fixed += d.bytes_for(0);
-    for (std::size_t i = 1; i < d.shape.size(); ++i) token_major_op = token_major_op && !d.shape[i].tokens;
   }
-  if (!tokens.empty() && token_major_op && fixed >= (std::size_t{256} << 20)) return check_prefixes(context, op, variant, tokens, seed);
+  if (!tokens.empty() && token_major(op) && fixed >= (std::size_t{256} << 20)) {
+    return check_prefixes(context, op, variant, tokens, seed, sample_rows);
+  }
   std::vector<CheckResult> results;
-  for (std::size_t i = 0; i < tokens.size(); ++i) results.push_back(check_case(context, op, {variant, tokens[i], seed + i}));
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    results.push_back(check_case(context, op, {.variant = variant, .tokens = tokens[i], .seed = seed + i, .sample_rows = sample_rows}));
+  }
   return results;
 }
 
@@ -136,17 +172,6 @@ int set_count(const Context& context, std::size_t set_bytes, int calls) {
   const auto l2 = static_cast<std::size_t>(context.device().l2_bytes);
   return static_cast<int>(std::clamp<std::size_t>((3 * l2 + set_bytes) / std::max<std::size_t>(set_bytes, 1), 1,
                                                   static_cast<std::size_t>(calls)));
-}
-
-// True when every tensor with the token extent has it first: the first t rows of its tensors
-// are a call of t tokens.
-bool token_major(const Op& op) {
-  for (const auto& t : op.tensors()) {
-    for (std::size_t d = 1; d < t.shape.size(); ++d) {
-      if (t.shape[d].tokens) return false;
-    }
-  }
-  return true;
 }
 
 // `bindings`: the sets the calls rotate through, call c binding bindings[c % size].

@@ -36,10 +36,15 @@ struct CheckCase {
   std::int64_t tokens = 0;
   std::uint64_t seed = 0;
   LaunchHints hints = {};
+  /// Past this many tokens a token-major op is compared at that many of its rows alone
+  /// (reference::sample_rows: the first, the last and rows drawn from the seed), the reference
+  /// computing only those; 0: every row.
+  std::int64_t sample_rows = 0;
 };
 
 struct CheckResult {
   std::vector<std::string> failures;  ///< empty when the case passed
+  std::int64_t rows = 0;              ///< the token rows compared (fewer than the call's where sampled)
   bool passed() const noexcept { return failures.empty(); }
 };
 
@@ -48,7 +53,7 @@ CheckResult check_case(Context& context, const Op& op, CheckCase c);
 /// check_case of one variant at each of `tokens` (seeds seed, seed + 1, ...); an op with large
 /// fixed tensors (weights) fills them once, each T running on the first rows of one fill.
 std::vector<CheckResult> check_cases(Context& context, const Op& op, int variant, std::span<const std::int64_t> tokens,
-                                     std::uint64_t seed);
+                                     std::uint64_t seed, std::int64_t sample_rows = 0);
 
 struct BenchResult {
   std::int64_t tokens = 0;

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The GPU checks, in one call (device tool; nvidia-h200-x2 runs the tp 2 cases too), with the
 # binaries build.sh put in .carry/:
-#   timeout 560 bash bench/device/run_tests.sh [tests|models|checks|python|--exhaustive]
+#   timeout 560 bash bench/device/run_tests.sh [tests|models|prefill-models|checks|python|--exhaustive]
 # tests (the default): every [gpu] test but the experts at every shipped model's shape (~300 s
-# alone: they fill and upload up to 59 GB of weights once a variant); models: those; checks:
+# alone: they fill and upload up to 59 GB of weights once a variant); models: those at decode and
+# small prefill sizes; prefill-models: those at T = 512-16384, rows sampled (the shapes of at most
+# 25 GB of weights, two fills each); checks:
 # `moejit run` against --reference, a compute-sanitizer pass and `moejit check` of every shipped
 # spec (more than one call's 600 s: `checks NAME...` checks only specs/NAME.json; kimi-k3 alone
 # takes over 280 s); python: the Python package's
@@ -30,10 +32,12 @@ if [ "$what" = tests ]; then
   echo "== [experts] and [layer] tests but the shipped models' shapes"
   timeout 330 $B/test_gpu "[experts]~$models_case,[layer]" -d yes > "$OUT/test_experts.txt" 2>&1; echo "test_gpu exit $?"
   grep -E "FAILED|test cases|assertions| s: " "$OUT/test_experts.txt" | head -20
-elif [ "$what" = models ]; then
-  echo "== the experts at every shipped model's shape"
-  timeout 540 $B/test_gpu "$models_case" -d yes > "$OUT/test_models.txt" 2>&1; echo "test_gpu exit $?"
-  grep -E "FAILED|test cases|assertions| s: " "$OUT/test_models.txt" | head -20
+elif [ "$what" = models ] || [ "$what" = prefill-models ]; then
+  name="experts of every shipped model match*"
+  [ "$what" = prefill-models ] && name="experts of every shipped model at prefill*"
+  echo "== $name"
+  timeout 540 $B/test_gpu "$name" -d yes > "$OUT/test_$what.txt" 2>&1; echo "test_gpu exit $?"
+  grep -E "FAILED|test cases|assertions| s: " "$OUT/test_$what.txt" | head -20
 elif [ "$what" = checks ]; then
   echo "== moejit run vs --reference"
   timeout 60 python3 tests/gpu/run_npy.py --moejit $B/moejit 2>&1 | tail -3

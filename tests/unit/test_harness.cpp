@@ -1,5 +1,6 @@
 // The generic part of the references (reference/harness.cpp): rows spread over threads each run
-// once, tensors made from an op's declarations, and the table of op families.
+// once, tensors made from an op's declarations, the table of op families, and the sampled rows
+// a check can compare alone.
 #include <moejit/error.hpp>
 #include <moejit/spec.hpp>
 
@@ -64,4 +65,74 @@ TEST_CASE("a row's random inputs come from its own stream: the same however many
   CHECK(row_rng(1, 0)() == row_rng(1, 0)());
   CHECK(row_rng(1, 0)() != row_rng(1, 1)());
   CHECK(row_rng(1, 0)() != row_rng(2, 0)());
+}
+
+TEST_CASE("sample_rows: the first, the last and distinct rows drawn from the seed, in order", "[reference][harness]") {
+  CHECK(sample_rows(5, 0, 1) == std::vector<std::int64_t>{0, 1, 2, 3, 4});
+  CHECK(sample_rows(5, 5, 1) == std::vector<std::int64_t>{0, 1, 2, 3, 4});
+  CHECK(sample_rows(5, 9, 1) == std::vector<std::int64_t>{0, 1, 2, 3, 4});
+  CHECK(sample_rows(0, 3, 1).empty());
+  CHECK(sample_rows(1000, 2, 1) == std::vector<std::int64_t>{0, 999});
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    const auto rows = sample_rows(16384, 128, seed);
+    REQUIRE(rows.size() == 128);
+    CHECK(rows.front() == 0);
+    CHECK(rows.back() == 16383);
+    CHECK(std::adjacent_find(rows.begin(), rows.end(), [](auto a, auto b) { return a >= b; }) == rows.end());
+    CHECK(rows == sample_rows(16384, 128, seed));
+  }
+  CHECK(sample_rows(16384, 128, 1) != sample_rows(16384, 128, 2));
+}
+
+TEST_CASE("gather_rows copies whole rows along the first dimension", "[reference][harness]") {
+  auto t = HostTensor::zeros(DType::i32, {4, 3});
+  for (int i = 0; i < 12; ++i) t.as<std::int32_t>()[i] = i;
+  const std::vector<std::int64_t> rows = {3, 1};
+  const auto g = gather_rows(t, rows);
+  CHECK(g.shape == std::vector<std::int64_t>{2, 3});
+  CHECK(std::vector<std::int32_t>(g.as<std::int32_t>(), g.as<std::int32_t>() + 6) == std::vector<std::int32_t>{9, 10, 11, 3, 4, 5});
+  CHECK(gather_rows(t, std::vector<std::int64_t>{}).bytes() == 0);
+  CHECK_THROWS_AS(gather_rows(t, std::vector<std::int64_t>{4}), Error);
+}
+
+// What a sampled check (tools::check_case's sample_rows) rests on: a token-major op's reference
+// computes a row the same whether the call holds every row or only the sampled ones.
+TEST_CASE("a token-major op's reference gives the sampled rows alone the whole call's outputs", "[reference][harness]") {
+  const std::vector<std::string> ops = {
+      R"({"op": "routing", "num_experts": 64, "topk": 6, "n_group": 8, "topk_group": 3, "scoring": "sigmoid", "bias": "fp32", "renormalize": true, "routed_scaling_factor": 2.5})",
+      R"({"op": "routing", "num_experts": 40, "topk": 4, "scoring": "softmax", "logits_dtype": "bf16"})",
+      R"({"op": "activation", "kind": "situ", "d": 96, "beta": 4.0, "linear_beta": 25.0})",
+      R"({"op": "activation", "kind": "swiglu_oai", "d": 64, "interleaved": true})",
+      R"({"op": "experts", "hidden": 128, "intermediate": 64, "num_experts": 6, "topk": 3, "global_experts": 9, "bias": true, "activation": {"kind": "silu"}})",
+      R"({"op": "experts", "hidden": 64, "intermediate": 64, "num_experts": 4, "topk": 2, "apply_router_weight_on_input": true, "activation": {"kind": "gelu_tanh"}})",
+      R"({"op": "latent_tail", "tp_size": 1, "hidden": 128, "latent": 64})",
+  };
+  const std::int64_t T = 37;
+  for (const auto& json : ops) {
+    const auto spec = parse_spec(json, "s.json");
+    const auto& op = *spec.ops[0];
+    const auto& harness = harness_for(op.family());
+    const auto decls = op.tensors();
+    for (int variant = 0; variant < harness.variants(); ++variant) {
+      INFO(json << " variant " << variant);
+      Rng rng(5);
+      auto whole = make_tensors(op, T);
+      harness.fill_inputs(op, whole, T, rng, variant);
+      const auto rows = sample_rows(T, 6, 11);
+      std::vector<HostTensor> sampled;
+      for (std::size_t i = 0; i < decls.size(); ++i) {
+        const bool token = std::ranges::any_of(decls[i].shape, [](const Extent& e) { return e.tokens; });
+        sampled.push_back(token ? gather_rows(whole[i], rows) : whole[i]);
+      }
+      harness.run(op, whole, T);
+      harness.run(op, sampled, static_cast<std::int64_t>(rows.size()));
+      std::vector<HostTensor> got(decls.size());
+      for (std::size_t i = 0; i < decls.size(); ++i) {
+        if (decls[i].role != TensorRole::output) continue;
+        got[i] = gather_rows(whole[i], rows);
+        CHECK(got[i].data == sampled[i].data);
+      }
+      CHECK(harness.compare(op, sampled, got, static_cast<std::int64_t>(rows.size())).empty());
+    }
+  }
 }
