@@ -21,6 +21,11 @@ add_library(moejit_xxhash INTERFACE)
 target_include_directories(moejit_xxhash SYSTEM INTERFACE "${MOEJIT_XXHASH_INCLUDE_DIR}")
 target_compile_definitions(moejit_xxhash INTERFACE XXH_INLINE_ALL)
 
+# RapidJSON: header-only; it reads the cache's manifests (cache/manifest.cpp says why).
+find_path(MOEJIT_RAPIDJSON_INCLUDE_DIR rapidjson/document.h REQUIRED)
+add_library(moejit_rapidjson INTERFACE)
+target_include_directories(moejit_rapidjson SYSTEM INTERFACE "${MOEJIT_RAPIDJSON_INCLUDE_DIR}")
+
 # NCCL ships inside the CUDA toolkit on both machines.
 find_library(MOEJIT_NCCL_LIBRARY NAMES nccl libnccl.so.2
              HINTS "${CUDAToolkit_LIBRARY_DIR}" REQUIRED)

@@ -506,6 +506,50 @@ TEST_CASE("every byte of the manifest is checked: a changed kernel table, date, 
   }
 }
 
+// `text` with its self-checksum made again, as a crafted bundle's manifest would be: the parse
+// behind the checksum has to refuse what it holds.
+std::string resealed(std::string text) {
+  const std::string field = R"("manifest_xxh3_128": ")";
+  const auto digits = text.find(field) + field.size();
+  text.replace(digits, 32, 32, '0');
+  text.replace(digits, 32, checksum(text));
+  return text;
+}
+
+TEST_CASE("a manifest whose checksum holds is still read strictly: types, duplicates, depth, encoding", "[cache][hostile]") {
+  Warmed w;
+  const std::string manifest = read_file(w.entry / "manifest.json");
+  REQUIRE_NOTHROW(Manifest::from_json(resealed(manifest)));
+  auto edited = [&](const std::string& pattern, const std::string& with) {
+    const auto out = std::regex_replace(manifest, std::regex(pattern), with, std::regex_constants::format_first_only);
+    REQUIRE(out != manifest);
+    return resealed(out);
+  };
+  std::string deep = R"({"manifest_xxh3_128": "00000000000000000000000000000000", "x": )";
+  deep += std::string(200000, '[') + std::string(200000, ']') + "}";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"registers as a string", edited(R"("registers": (\d+))", R"("registers": "$1")")},
+      {"registers as a fraction", edited(R"("registers": (\d+))", R"("registers": $1.5)")},
+      {"cubin bytes negative", edited(R"("bytes": (\d+))", R"("bytes": -$1)")},
+      {"a key twice", edited(R"("arch": )", R"("arch": "sm_80", "arch": )")},
+      {"no arch", edited(R"("arch": "[^"]*",)", "")},
+      {"options not an array", edited(R"("options": \[)", R"("options": "x", "was": [)")},
+      {"not UTF-8", edited(R"("created": ")", "\"created\": \"\xff")},
+      {"trailing text", resealed(manifest + "{}")},
+      {"nested 200000 levels", resealed(deep)},
+  };
+  for (const auto& [what, text] : cases) {
+    INFO(what);
+    try {
+      (void)Manifest::from_json(text);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::cache);
+      CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains("malformed manifest"));
+    }
+  }
+}
+
 TEST_CASE("every directory of the tree is held to the root's rule: this user's, not group- or world-writable", "[cache][hostile]") {
   Warmed w;
   for (const auto& dir : {w.root / "quarantine", w.root / "tmp", w.root / "locks", w.shard}) {
