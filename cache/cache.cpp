@@ -236,13 +236,13 @@ std::string entry_problem(const CacheEntry& entry, const Key& key) {
 namespace {
 
 // What is wrong with the files of an entry directory: exactly a regular kernel.cubin and
-// manifest.json, in a directory of this user's; empty when nothing. `cubin_bytes` gets the
-// cubin's size.
-std::string layout_problem(const Dir& dir, std::uint64_t& cubin_bytes) {
+// manifest.json, in a directory of this user's; empty when nothing. `listed` gets the listing
+// (kernel.cubin first).
+std::string layout_problem(const Dir& dir, std::vector<Dir::Listed>& listed) {
   struct stat st {};
   if (::fstat(dir.fd(), &st) != 0) return fmt::format("cannot inspect ({})", std::strerror(errno));
   if (auto why = not_private(st); !why.empty()) return fmt::format("the entry's directory is {}", why);
-  const auto listed = dir.typed_names();
+  listed = dir.typed_names();
   if (listed.size() != 2 || listed[0].name != kCubinFile || listed[1].name != kManifestFile) {
     std::vector<std::string> names;
     for (const auto& l : listed) names.push_back(l.name);
@@ -250,13 +250,11 @@ std::string layout_problem(const Dir& dir, std::uint64_t& cubin_bytes) {
     return fmt::format("the entry holds {} (expected {} and {})", held, kCubinFile, kManifestFile);
   }
   for (const auto& [name, type] : listed) {
-    // NOTE: a listing's type spares a stat; the cubin's is needed anyway, for its size.
-    if (type == DT_REG && name != kCubinFile) continue;
+    if (type == DT_REG) continue;  // NOTE: the listing's type spares a stat
     const auto file = dir.stat(name);
     if (file && !S_ISREG(file->st_mode)) {
       return fmt::format("{} is {}, not a regular file", name, file_type_name(file->st_mode));
     }
-    if (file && name == kCubinFile) cubin_bytes = static_cast<std::uint64_t>(file->st_size);
   }
   return {};
 }
@@ -264,18 +262,21 @@ std::string layout_problem(const Dir& dir, std::uint64_t& cubin_bytes) {
 // read_entry() on the entry's directory, opened.
 std::shared_ptr<CacheEntry> read_entry_dir(const Dir& dir, const Key& key, std::string& problem) {
   try {
-    std::uint64_t bytes = 0;
-    problem = layout_problem(dir, bytes);
+    std::vector<Dir::Listed> listed;
+    problem = layout_problem(dir, listed);
     if (!problem.empty()) return nullptr;
+    // NOTE: each file opened once; the cubin's size from its fstat, before its manifest is read.
+    const auto cubin = open_file_at(dir, kCubinFile, kMaxCubinBytes, /*exact=*/false, listed[0].type == DT_REG);
     auto entry = std::make_shared<CacheEntry>();
-    entry->manifest = Manifest::from_json(read_file_at(dir, kManifestFile, kMaxManifestBytes));
+    entry->manifest = Manifest::from_json(
+        read_open_file(open_file_at(dir, kManifestFile, kMaxManifestBytes, /*exact=*/false, listed[1].type == DT_REG), kMaxManifestBytes));
     // NOTE: the manifest is checked before the cubin is read: its size bounds the read.
     if (problem = manifest_problem(entry->manifest, key); !problem.empty()) return nullptr;
-    if (bytes != entry->manifest.cubin_bytes) {
-      problem = truncated(bytes, entry->manifest.cubin_bytes);
+    if (cubin.bytes != entry->manifest.cubin_bytes) {
+      problem = truncated(cubin.bytes, entry->manifest.cubin_bytes);
       return nullptr;
     }
-    entry->cubin = map_file_at(dir, kCubinFile, entry->manifest.cubin_bytes);
+    entry->cubin = map_open_file(cubin);
     problem = cubin_problem(*entry);
     return problem.empty() ? entry : nullptr;
   } catch (const Error& e) {

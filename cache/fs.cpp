@@ -55,10 +55,12 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
 }
 
 // Reads what an open regular file holds, at most `max_bytes` + 1 bytes (so that a larger one,
-// or one that grew since fstat, shows as larger). `reserve` is the size fstat gave.
-std::string read_bounded(int fd, std::uint64_t reserve, std::uint64_t max_bytes, const fs::path& path) {
+// or one that grew since fstat, shows as larger). `size` is the size fstat gave: a read that
+// stops short there is the end (a regular file reads short only at its end), which spares the
+// read that would return nothing.
+std::string read_bounded(int fd, std::uint64_t size, std::uint64_t max_bytes, const fs::path& path) {
   std::string data;
-  data.reserve(static_cast<std::size_t>(std::min(reserve, max_bytes)));
+  data.reserve(static_cast<std::size_t>(std::min(size, max_bytes)));
   char buf[1 << 16];
   while (data.size() <= max_bytes) {
     const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof buf, max_bytes + 1 - data.size()));
@@ -67,6 +69,7 @@ std::string read_bounded(int fd, std::uint64_t reserve, std::uint64_t max_bytes,
     if (n < 0) throw_io("cannot read file", path, "read");
     if (n == 0) break;
     data.append(buf, static_cast<std::size_t>(n));
+    if (static_cast<std::size_t>(n) < want && data.size() == size) break;
   }
   return data;
 }
@@ -218,20 +221,16 @@ namespace {
 
 }  // namespace
 
-namespace {
-
-// The regular file `name` of `dir` opened for reading, not through a link, and its size: a link,
-// FIFO, device, socket or directory refused before it is opened (fstatat, then an O_NONBLOCK open
-// checked again with fstat), as is a size past max_bytes (or other than it, `exact`).
-std::pair<FileDescriptor, std::uint64_t> open_cache_file(const Dir& dir, const std::string& name, std::uint64_t max_bytes,
-                                                          bool exact) {
-  const auto path = dir.path() / name;
-  const auto before = dir.stat(name);
-  if (!before) throw_io("cannot open file", path, "openat", ENOENT);
+OpenFile open_file_at(const Dir& dir, const std::string& name, std::uint64_t max_bytes, bool exact, bool listed_regular) {
+  auto path = dir.path() / name;
   const auto not_regular = [&](mode_t mode) {
     refuse_cache_file(path, "not a regular file", std::string(file_type_name(mode)), max_bytes, exact);
   };
-  if (!S_ISREG(before->st_mode)) not_regular(before->st_mode);
+  if (!listed_regular) {
+    const auto before = dir.stat(name);
+    if (!before) throw_io("cannot open file", path, "openat", ENOENT);
+    if (!S_ISREG(before->st_mode)) not_regular(before->st_mode);
+  }
   FileDescriptor fd(::openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) throw_io("cannot open file", path, "openat");
   struct stat st {};
@@ -241,19 +240,19 @@ std::pair<FileDescriptor, std::uint64_t> open_cache_file(const Dir& dir, const s
   if (size > max_bytes || (exact && size != max_bytes)) {
     refuse_cache_file(path, "unexpected file size", fmt::format("{} bytes", size), max_bytes, exact);
   }
-  return {std::move(fd), size};
+  return {std::move(fd), size, std::move(path)};
 }
 
-}  // namespace
-
-std::string read_file_at(const Dir& dir, const std::string& name, std::uint64_t max_bytes, bool exact) {
-  const auto [fd, size] = open_cache_file(dir, name, max_bytes, exact);
-  const auto path = dir.path() / name;
-  auto data = read_bounded(fd.get(), size, max_bytes, path);
+std::string read_open_file(const OpenFile& file, std::uint64_t max_bytes, bool exact) {
+  auto data = read_bounded(file.fd.get(), file.bytes, max_bytes, file.path);
   if (data.size() > max_bytes || (exact && data.size() != max_bytes)) {
-    refuse_cache_file(path, "the file changed size while read", fmt::format("{} bytes", data.size()), max_bytes, exact);
+    refuse_cache_file(file.path, "the file changed size while read", fmt::format("{} bytes", data.size()), max_bytes, exact);
   }
   return data;
+}
+
+std::string read_file_at(const Dir& dir, const std::string& name, std::uint64_t max_bytes, bool exact) {
+  return read_open_file(open_file_at(dir, name, max_bytes, exact), max_bytes, exact);
 }
 
 Bytes::Bytes(std::string owned) {
@@ -262,14 +261,18 @@ Bytes::Bytes(std::string owned) {
   holder_ = std::move(held);
 }
 
-Bytes map_file_at(const Dir& dir, const std::string& name, std::uint64_t bytes) {
-  const auto fd = open_cache_file(dir, name, bytes, /*exact=*/true).first;
-  void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-  if (p == MAP_FAILED) return Bytes(read_file_at(dir, name, bytes, /*exact=*/true));
+Bytes map_open_file(const OpenFile& file) {
+  const auto bytes = file.bytes;
+  void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, file.fd.get(), 0);
+  if (p == MAP_FAILED) return Bytes(read_open_file(file, bytes, /*exact=*/true));
   Bytes out;
   out.holder_ = std::shared_ptr<const void>(p, [bytes](const void* q) { ::munmap(const_cast<void*>(q), bytes); });
   out.view_ = std::string_view(static_cast<const char*>(p), bytes);
   return out;
+}
+
+Bytes map_file_at(const Dir& dir, const std::string& name, std::uint64_t bytes) {
+  return map_open_file(open_file_at(dir, name, bytes, /*exact=*/true));
 }
 
 std::string read_input_file(const InputFile& file) {

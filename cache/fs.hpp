@@ -102,6 +102,20 @@ class FileLock {
 /// Creates `name` in `dir` as a new file (O_EXCL, never through a link; `mode` less the umask),
 /// writes all of `data` and fsyncs it.
 void write_new_file(const Dir& dir, const std::string& name, std::string_view data, unsigned mode = 0600);
+/// A regular file opened for reading, its size when opened, and its path (for messages).
+struct OpenFile {
+  FileDescriptor fd;
+  std::uint64_t bytes = 0;
+  std::filesystem::path path;
+};
+/// The regular file `name` of `dir` opened for reading as read_file_at opens it (not through a
+/// link; refused before it is opened when stat says it is not a regular file, and after, with
+/// fstat, for what was there by then; O_NONBLOCK; its size checked). `listed_regular`: a listing
+/// of `dir` (Dir::typed_names) has just said that it is a regular file, which spares the stat.
+OpenFile open_file_at(const Dir& dir, const std::string& name, std::uint64_t max_bytes, bool exact = false,
+                      bool listed_regular = false);
+/// What an opened file holds, read and checked as read_file_at reads and checks it.
+std::string read_open_file(const OpenFile& file, std::uint64_t max_bytes, bool exact = false);
 /// Reads the regular file `name` of `dir`, not through a link. A link, FIFO, device, socket or
 /// directory is refused before a byte is read (opened O_NONBLOCK, then fstat), as is a file
 /// larger than `max_bytes`; `exact` also refuses one of another size. Errors are io errors whose
@@ -122,7 +136,7 @@ class Bytes {
   friend bool operator==(const Bytes& a, std::string_view b) noexcept { return a.view_ == b; }
 
  private:
-  friend Bytes map_file_at(const Dir& dir, const std::string& name, std::uint64_t bytes);
+  friend Bytes map_open_file(const OpenFile& file);
   std::shared_ptr<const void> holder_;
   std::string_view view_;
 };
@@ -134,6 +148,8 @@ class Bytes {
 /// removes by rename then unlink, which leave a mapping whole), so only a hand that truncates a
 /// cache file in place could.
 Bytes map_file_at(const Dir& dir, const std::string& name, std::uint64_t bytes);
+/// An opened file's `bytes` mapped as map_file_at maps them (read where they cannot be mapped).
+Bytes map_open_file(const OpenFile& file);
 /// A file the user named for moejit to read, and what it may hold.
 struct InputFile {
   std::filesystem::path path;
