@@ -5,6 +5,7 @@
 #include "templates/experts_args.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -33,23 +34,18 @@ int k_splits(std::int64_t k, std::int64_t warps_at_one_token) {
 }
 }  // namespace
 
-// GEMM1's rings deeper than 4 blocks, measured (H200, `moejit bench bench/specs/experts.json --op
-// qwen3_30b_a3b,kimi_k3_tp8 --tokens 1,8,32,64`, two rounds, one run): Kimi-K3 tp 8's shape at 8 is
-// 5% / 3.4% faster at T = 8 / 32 (264 -> 251, 799 -> 771 us, both GEMMs at 8) and 1% at T = 1;
-// Qwen3-30B-A3B's at 8 was 24-31% slower at T = 8-64 (ptxas gave its GEMM1 46 registers: no ring
-// left), at 6 (107 registers) 1-1.5% slower than at 4, so 4 is GEMM1's default. GEMM2 at 8 against
-// 4: Qwen3-30B-A3B 2.4-2.6% faster at T = 8-64 (134.7 / 273.6 / 313.6 -> 131.5 / 266.7 / 305.6 us),
-// hence 8 for every shape. The one-token GEMM1 keeps 8 (Qwen3-30B-A3B at T = 1: 22.9 us against 23.1
-// at 4), but Kimi-K3 tp 8's takes 4: ptxas then gives it 64 registers rather than 114, so that the
-// SMs hold all 768 of its CTAs of 4 warps at once (1.45 waves at 8; 1.16 at 6, which ran 40.3 us):
-// 37.3 -> 36.4 us at T = 1 in one run, 36.9 against 37.1-37.4 across runs.
-struct RingOverride {
-  std::int64_t hidden, intermediate;
-  int ring1, ring_one;
-};
-constexpr RingOverride kRingOverrides[] = {{3584, 384, 8, 4}};
+namespace {
 
-ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept {
+// The measured ring depths (compiler/ops/experts_rings.json: the defaults, and the shapes where
+// others measured faster), read once.
+const nlohmann::json& experts_rings() {
+  static const nlohmann::json data = nlohmann::json::parse(experts_rings_json());
+  return data;
+}
+
+}  // namespace
+
+ExpertsTiling experts_tiling(const ExpertsSpec& s) {
   ExpertsTiling t;
   const std::int64_t experts_at_one_token = s.masked() ? s.num_experts : std::min<std::int64_t>(s.topk, s.num_experts);
   t.split1 = k_splits(s.hidden, experts_at_one_token * s.intermediate / 8);
@@ -57,8 +53,14 @@ ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept {
   // At most 256 threads a CTA: more K-split warps take fewer row groups.
   t.groups1 = t.split1 > 2 ? 2 : 4;
   t.groups2 = t.split2 > 2 ? 2 : 4;
-  for (const auto& o : kRingOverrides) {
-    if (o.hidden == s.hidden && o.intermediate == s.intermediate) t.ring1 = o.ring1, t.ring_one = o.ring_one;
+  const auto rings = [&t](const nlohmann::json& from) {
+    t.ring1 = from.value("ring1", t.ring1);
+    t.ring2 = from.value("ring2", t.ring2);
+    t.ring_one = from.value("ring_one", t.ring_one);
+  };
+  rings(experts_rings().at("defaults"));
+  for (const auto& e : experts_rings().at("entries")) {
+    if (e.at("hidden").get<std::int64_t>() == s.hidden && e.at("intermediate").get<std::int64_t>() == s.intermediate) rings(e);
   }
   return t;
 }

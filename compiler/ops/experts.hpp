@@ -17,11 +17,14 @@ struct ExpertsTiling {
   int split1 = 1;   ///< GEMM1: warps splitting H
   int groups2 = 4;  ///< GEMM2: warps of 16 w2 rows (16 output columns) a CTA
   int split2 = 1;   ///< GEMM2: warps splitting I
-  int ring1 = 4;    ///< GEMM1: k blocks in flight a warp, where its tiles take one n8 block of rows
-  int ring2 = 8;    ///< GEMM2: the same (and the one-token GEMM2's slots it does not stash)
-  int ring_one = 8;  ///< the one-token GEMM1 (CTAs of one row group): k blocks in flight a warp
+  // Measured: compiler/ops/experts_rings.json.
+  int ring1 = 0;     ///< GEMM1: k blocks in flight a warp, where its tiles take one n8 block of rows
+  int ring2 = 0;     ///< GEMM2: the same (and the one-token GEMM2's slots it does not stash)
+  int ring_one = 0;  ///< the one-token GEMM1 (CTAs of one row group): k blocks in flight a warp
 };
-ExpertsTiling experts_tiling(const ExpertsSpec& s) noexcept;
+ExpertsTiling experts_tiling(const ExpertsSpec& s);
+/// compiler/ops/experts_rings.json, embedded: the measured ring depths experts_tiling() reads.
+std::string_view experts_rings_json();
 
 /// The prefill GEMMs' tiling (templates/experts_prefill.cuh; sm_90a only): tiles of 128 rows,
 /// GEMM1's N = 2 cols1 (gate and up rows), GEMM2's n2; stages of 64 k in shared memory; bands

@@ -17,6 +17,7 @@
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <cmath>
@@ -354,6 +355,36 @@ TEST_CASE("experts: the prefill contract exists on sm_90a where a wgmma N divide
   CHECK_FALSE(masked[0].has_kernel("gemm2_one"));
 }
 
+TEST_CASE("experts: every measured ring entry is well-formed and applies to its shape alone", "[contract][experts]") {
+  const auto data = nlohmann::json::parse(experts_rings_json());
+  for (const char* field : {"about", "command", "device"}) CHECK_FALSE(data.at(field).get<std::string>().empty());
+  const auto& defaults = data.at("defaults");
+  const auto in_range = [](const nlohmann::json& v) { return v.is_number_integer() && v.get<int>() >= 1 && v.get<int>() <= 16; };
+  for (const char* ring : {"ring1", "ring2", "ring_one"}) CHECK(in_range(defaults.at(ring)));
+  REQUIRE_FALSE(data.at("entries").empty());
+  for (const auto& e : data.at("entries")) {
+    INFO(e.dump());
+    CHECK_FALSE(e.at("note").get<std::string>().empty());
+    const auto hidden = e.at("hidden").get<std::int64_t>(), intermediate = e.at("intermediate").get<std::int64_t>();
+    const auto spec = std::dynamic_pointer_cast<const ExpertsSpec>(
+        parse_spec(fmt::format(R"({{"op": "experts", "hidden": {}, "intermediate": {}, "num_experts": 64, "topk": 4, "activation": {{"kind": "silu"}}}})",
+                               hidden, intermediate), "t.json").ops[0]);
+    const auto t = experts_tiling(*spec);
+    const std::pair<const char*, int> rings[] = {{"ring1", t.ring1}, {"ring2", t.ring2}, {"ring_one", t.ring_one}};
+    for (const auto& [ring, got] : rings) {
+      const auto& v = e.contains(ring) ? e.at(ring) : defaults.at(ring);
+      CHECK(in_range(v));
+      CHECK(got == v.get<int>());
+    }
+    // A neighbouring shape keeps the defaults.
+    const auto other = std::dynamic_pointer_cast<const ExpertsSpec>(
+        parse_spec(fmt::format(R"({{"op": "experts", "hidden": {}, "intermediate": {}, "num_experts": 64, "topk": 4, "activation": {{"kind": "silu"}}}})",
+                               hidden + 64, intermediate), "t.json").ops[0]);
+    CHECK(experts_tiling(*other).ring1 == defaults.at("ring1").get<int>());
+    CHECK(experts_tiling(*other).ring_one == defaults.at("ring_one").get<int>());
+  }
+}
+
 TEST_CASE("experts: the decode and one-token GEMMs' rings, and the one-token GEMM2 stashes the slots that fit when the SMs hold its whole grid", "[contract][experts]") {
   const auto spec_of = [](const std::string& fields) {
     return std::dynamic_pointer_cast<const ExpertsSpec>(
@@ -364,8 +395,9 @@ TEST_CASE("experts: the decode and one-token GEMMs' rings, and the one-token GEM
   // Qwen3-30B-A3B: 128 GEMM2 CTAs, one an SM, each with all 8 slots (16 rows of 1536 bytes padded
   // to 1600, and an h row: 27136 bytes a slot).
   const auto qwen3 = spec_of(R"("hidden": 2048, "intermediate": 768, "num_experts": 128, "topk": 8)");
-  // The decode GEMMs' rings: GEMM1's 4 blocks, 8 where measured faster (Kimi-K3 tp 8's shape);
-  // GEMM2's 8; the one-token GEMM1's 8, 4 where measured faster (Kimi-K3 tp 8's shape).
+  // The decode GEMMs' rings (compiler/ops/experts_rings.json): GEMM1's 4 blocks, 8 where measured
+  // faster (Kimi-K3 tp 8's shape); GEMM2's 8; the one-token GEMM1's 8, 4 where measured faster
+  // (Kimi-K3 tp 8's shape).
   CHECK(experts_tiling(*qwen3).ring1 == 4);
   CHECK(experts_tiling(*qwen3).ring2 == 8);
   CHECK(experts_tiling(*qwen3).ring_one == 8);
