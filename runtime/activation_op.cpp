@@ -42,7 +42,7 @@ class ActivationOp final : public Op {
     const auto contract = contracts(*spec, context.device().arch).front();
     auto load = [&](std::string_view role) {
       auto kernel = context.kernel(contract, role);
-      kernel->set_block({kActivationThreads, 1, 1}, 0);
+      kernel->set_block({kActivationThreads, 1, 1});
       return kernel;
     };
     narrow_ = load(kActivationNarrow);
@@ -110,7 +110,7 @@ class ActivationOp final : public Op {
   void load_tables(Context& context, const Contract& contract) {
     const auto& driver = context.driver();
     auto init = context.kernel(contract, kActTableInit);
-    init->set_block({256, 1, 1}, 0);
+    init->set_block({256, 1, 1});
     const unsigned bytes = act_table_bytes(spec_);
     tables_ = DeviceBuffer(driver, bytes);
     ActivationArgs args{};
@@ -119,7 +119,7 @@ class ActivationOp final : public Op {
     init->launch({64, 1, 1}, args, stream.get());
     stream.synchronize();
     auto table = context.kernel(contract, kActTable);
-    table->set_block({kActivationThreads, 1, 1}, static_cast<unsigned>(contract.kernel(kActTable).dynamic_shared));
+    table->set_block({kActivationThreads, 1, 1});
     table_ = std::move(table);
   }
 

@@ -110,7 +110,9 @@ std::shared_ptr<detail::Kernel> Context::kernel(const Contract& contract, std::s
     throw Error({.kind = ErrorKind::internal, .message = "cache entry has fewer kernels than its contract",
                  .found = std::to_string(entry->manifest.kernels.size()), .expected = std::to_string(index + 1)});
   }
-  return std::make_shared<detail::Kernel>(impl_->driver, impl_->dev, module, entry->manifest.kernels[index]);
+  auto kernel = std::make_shared<detail::Kernel>(impl_->driver, impl_->dev, module, entry->manifest.kernels[index]);
+  if (const int shared = contract.kernels[index].dynamic_shared; shared > 0) kernel->set_dynamic_shared(static_cast<unsigned>(shared));
+  return kernel;
 }
 
 std::unique_ptr<Op> Context::load(std::shared_ptr<const OpSpec> op) {

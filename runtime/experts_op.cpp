@@ -71,7 +71,7 @@ class ExpertsOp final : public Op {
     const auto& contract = all.front();
     auto load = [&](std::string_view role, int threads) {
       auto kernel = context.kernel(contract, role);
-      kernel->set_block({static_cast<unsigned>(threads), 1, 1}, 0);
+      kernel->set_block({static_cast<unsigned>(threads), 1, 1});
       return kernel;
     };
     meta_ = load(kExpertsMeta, kExpertsMetaThreads);
@@ -90,7 +90,7 @@ class ExpertsOp final : public Op {
                                                                           gemm2->info().resources.shared_bytes});
       }
       if (stash_regions_ > 0) {
-        gemm2->set_block(gemm2->block(), static_cast<unsigned>(experts_one_token_stash_bytes(spec_, tiling_, stash_regions_)));
+        gemm2->set_dynamic_shared(static_cast<unsigned>(experts_one_token_stash_bytes(spec_, tiling_, stash_regions_)));
       }
       one_[0] = std::move(gemm1);
       one_[1] = std::move(gemm2);
@@ -100,18 +100,18 @@ class ExpertsOp final : public Op {
       for (int g = 0; g < 2; ++g) {
         const auto role = g == 0 ? kExpertsPrefill1 : kExpertsPrefill2;
         auto kernel = context.kernel(w, role);
-        kernel->set_block({kExpertsPrefillThreads, 1, 1}, static_cast<unsigned>(w.kernel(role).dynamic_shared));
+        kernel->set_block({kExpertsPrefillThreads, 1, 1});
         prefill_gemm_[g] = std::move(kernel);
       }
       if (!spec_.masked()) {
         if (spec_.weight_on_input) {
           auto kernel = context.kernel(w, kExpertsGather);
-          kernel->set_block({kExpertsGatherThreads, 1, 1}, 0);
+          kernel->set_block({kExpertsGatherThreads, 1, 1});
           gather_ = std::move(kernel);
         }
         for (auto [role, slot] : {std::pair{kExpertsCount, &sort_[0]}, {kExpertsScan, &sort_[1]}, {kExpertsRank, &sort_[2]}}) {
           auto k = context.kernel(w, role);
-          k->set_block({kExpertsMetaThreads, 1, 1}, 0);
+          k->set_block({kExpertsMetaThreads, 1, 1});
           *slot = std::move(k);
         }
       }

@@ -15,9 +15,8 @@ Kernel::Kernel(const Driver& driver, CUdevice device, std::shared_ptr<const Modu
   MOEJIT_CU(driver_, cuLibraryGetKernel(&kernel_, module_->get(), info_.lowered_name.c_str()));
 }
 
-void Kernel::set_block(Dim3 block, unsigned dynamic_shared_bytes) {
-  block_ = block;
-  shared_ = dynamic_shared_bytes;
+void Kernel::set_dynamic_shared(unsigned bytes) {
+  shared_ = bytes;
   if (shared_ > 48 * 1024) {
     MOEJIT_CU(driver_, cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                             static_cast<int>(shared_), kernel_, device_));

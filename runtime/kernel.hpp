@@ -32,8 +32,11 @@ class Kernel {
  public:
   Kernel(const Driver& driver, CUdevice device, std::shared_ptr<const Module> module, CompiledKernel info);
 
-  /// Block size and dynamic shared memory, fixed by the contract (set by the op at load).
-  void set_block(Dim3 block, unsigned dynamic_shared_bytes);
+  /// Block size, fixed by the contract (set by the op at load).
+  void set_block(Dim3 block) noexcept { block_ = block; }
+  /// Dynamic shared memory a launch takes: the contract's (Context::kernel sets it), or what the
+  /// op sizes at load where the contract leaves it to the device (Contract::kSharedAtLoad).
+  void set_dynamic_shared(unsigned bytes);
   Dim3 block() const noexcept { return block_; }
   unsigned dynamic_shared_bytes() const noexcept { return shared_; }
   const CompiledKernel& info() const noexcept { return info_; }
@@ -44,12 +47,6 @@ class Kernel {
   void launch(Dim3 grid, const Args& args, CUstream stream, bool pdl = false) const {
     void* params[] = {const_cast<Args*>(&args)};
     launch_raw(grid, shared_, params, stream, pdl);
-  }
-  /// As launch(), with `shared_bytes` of dynamic shared memory (at most the set_block limit).
-  template <class Args>
-  void launch_with_shared(Dim3 grid, unsigned shared_bytes, const Args& args, CUstream stream, bool pdl = false) const {
-    void* params[] = {const_cast<Args*>(&args)};
-    launch_raw(grid, shared_bytes, params, stream, pdl);
   }
   void launch_raw(Dim3 grid, unsigned shared_bytes, void** params, CUstream stream, bool pdl) const;
 

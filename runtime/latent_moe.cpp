@@ -428,7 +428,7 @@ LatentMoE::LatentMoE(Context& context, std::shared_ptr<const OpSpec> op, Communi
   const auto contract = contracts(*spec, context.device().arch).front();
   auto load = [&](std::string_view role, unsigned threads) {
     auto kernel = context.kernel(contract, role);
-    kernel->set_block({threads, 1, 1}, static_cast<unsigned>(contract.kernel(role).dynamic_shared));
+    kernel->set_block({threads, 1, 1});
     return kernel;
   };
   m.tiling = detail::latent_tail_tiling(*spec);

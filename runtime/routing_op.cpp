@@ -54,7 +54,7 @@ class RoutingOp final : public Op {
     auto load = [&](std::string_view role, int warps) -> std::shared_ptr<const Kernel> {
       if (!contract.has_kernel(role)) return nullptr;
       auto kernel = context.kernel(contract, role);
-      kernel->set_block({static_cast<unsigned>(32 * warps), 1, 1}, 0);
+      kernel->set_block({static_cast<unsigned>(32 * warps), 1, 1});
       return kernel;
     };
     warp_vectors_ = load(kRoutingWarpVectors, t.warps_per_block);

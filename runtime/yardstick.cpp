@@ -10,8 +10,8 @@ Yardsticks measure_yardsticks(Context& context, const Stream& stream, std::size_
   const auto contract = yardstick_contract(context.device().arch);
   auto copy = context.kernel(contract, kYardstickCopy);
   auto read = context.kernel(contract, kYardstickRead);
-  copy->set_block({kYardstickThreads, 1, 1}, 0);
-  read->set_block({kYardstickThreads, 1, 1}, 0);
+  copy->set_block({kYardstickThreads, 1, 1});
+  read->set_block({kYardstickThreads, 1, 1});
   const Driver& driver = context.driver();
   DeviceBuffer src(driver, bytes), dst(driver, bytes);
   // NOTE: a word repeated throughout folds to zero in the read kernel, which then never stores.

@@ -50,7 +50,7 @@ class Context {
   /// Gets the op's kernels (memory, disk cache or NVRTC) and loads them on this device.
   std::unique_ptr<Op> load(std::shared_ptr<const OpSpec> op);
   /// The kernel of a contract with this role (Contract::Kernel), loaded on this device (the
-  /// module is shared per contract).
+  /// module is shared per contract), with the contract's dynamic shared memory set.
   std::shared_ptr<detail::Kernel> kernel(const Contract& contract, std::string_view role);
 
   /// Makes this device's primary context current on the calling thread (allocations and
