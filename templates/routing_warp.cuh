@@ -225,7 +225,9 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
     // every ex of a finite logit but the rare ones ~69 under the max). Those are redone by
     // __fdiv_rn behind one branch per lane; a non-finite logit's key is invalid whatever its
     // score (its ex is NaN or inf, bits above the test's range, and is not redone).
-    // div_by_rcp_ok for ex >= 0 as one integer test: ex with 0 < bits < tiny are redone.
+    // div_by_rcp_ok for ex >= 0 as one integer test: ex with 0 < bits < tiny are redone. The redo
+    // itself tests floats (the same ex): ptxas otherwise keeps each bits - 1 alive for it, which
+    // spilled at 16 keys a lane.
     const u32 tiny = __float_as_uint(div_by_rcp_min());
     const float inv_sum = __frcp_rn(st.sum);
     u32 low = 0xffffffffu;  // the smallest bits(ex) - 1 (0 wraps to the top)
@@ -237,7 +239,7 @@ __global__ void __launch_bounds__(C::kWarpsPerBlock * 32, kLoads == Loads::eleme
     if (low < tiny - 1u) {
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
-        if (__float_as_uint(ex[s]) - 1u < tiny - 1u) hi[s] = key_hi_of_score<C, L::kTagged>(x[s], __fdiv_rn(ex[s], st.sum), b[s], 3u - s);
+        if (ex[s] > 0.0f && ex[s] < div_by_rcp_min()) hi[s] = key_hi_of_score<C, L::kTagged>(x[s], __fdiv_rn(ex[s], st.sum), b[s], 3u - s);
       }
     }
   } else {

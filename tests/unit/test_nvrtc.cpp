@@ -1,5 +1,5 @@
-// NVRTC: every template compiles for sm_90a and sm_100a over a sweep of contracts, with no
-// spills and no local memory; compile errors carry the log, options and source.
+// NVRTC: every template compiles for sm_90a and sm_100a, for the shipped specs' contracts and over
+// a sweep, with no spills and no local memory; compile errors carry the log, options and source.
 #include <moejit/error.hpp>
 #include <moejit/options.hpp>
 #include <moejit/spec.hpp>
@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,18 +28,40 @@ Options memory_only() {
   return o;
 }
 
-// Compiles every contract of the ops (all archs) on a thread pool and checks each kernel's
-// resource report.
-void compile_all(const std::vector<std::string>& op_jsons, std::vector<WarmupJob> jobs = {}) {
+// Every op of the given family in the shipped specs (specs/).
+std::vector<std::shared_ptr<const OpSpec>> shipped_ops(std::string_view family) {
+  std::vector<std::shared_ptr<const OpSpec>> ops;
+  for (const auto& file : spec_files(std::vector<std::string>{MOEJIT_SOURCE_DIR "/specs"})) {
+    for (const auto& op : load_spec(file).ops) {
+      if (op->family() == family) ops.push_back(op);
+    }
+  }
+  return ops;
+}
+
+// Every contract of the ops (both archs) as warmup jobs.
+std::vector<WarmupJob> jobs_of(const std::vector<std::shared_ptr<const OpSpec>>& ops) {
+  std::vector<WarmupJob> jobs;
+  for (const auto& op : ops) {
+    for (const char* arch : {"sm_90a", "sm_100a"}) {
+      for (auto& c : contracts(*op, arch)) jobs.push_back({op->name, std::move(c)});
+    }
+  }
+  return jobs;
+}
+
+// The shipped ops of the family, and the ops of the sweep (one op's JSON each).
+std::vector<std::shared_ptr<const OpSpec>> shipped_and(std::string_view family, const std::vector<std::string>& op_jsons) {
+  auto ops = shipped_ops(family);
+  for (const auto& json : op_jsons) ops.push_back(parse_spec(json, "sweep.json").ops[0]);
+  return ops;
+}
+
+// Compiles the jobs on a thread pool and checks each kernel's resource report.
+void compile_all(std::vector<WarmupJob> jobs) {
   const auto options = memory_only();
   Compiler compiler(options.cuda_home);
   Cache cache(options, compiler);
-  for (const auto& json : op_jsons) {
-    const auto spec = parse_spec(json, "sweep.json");
-    for (const char* arch : {"sm_90a", "sm_100a"}) {
-      for (auto& c : contracts(*spec.ops[0], arch)) jobs.push_back({json, std::move(c)});
-    }
-  }
   const auto outcomes = warmup(cache, jobs, std::max(2u, std::thread::hardware_concurrency()));
   for (const auto& o : outcomes) {
     INFO("contract:\n" << o.contract->text() << "error: " << o.error);
@@ -59,7 +82,7 @@ void compile_all(const std::vector<std::string>& op_jsons, std::vector<WarmupJob
 
 }  // namespace
 
-TEST_CASE("every activation contract compiles for sm_90a and sm_100a without spills", "[nvrtc]") {
+TEST_CASE("every activation contract compiles for sm_90a and sm_100a without spills: the shipped ones and a sweep", "[nvrtc]") {
   std::vector<std::string> ops;
   const std::vector<std::pair<std::string, std::string>> dtypes = {{"bf16", "bf16"}, {"fp16", "fp16"}, {"fp32", "fp32"}, {"bf16", "fp32"}};
   for (const char* kind : {"silu", "gelu", "gelu_tanh", "swiglu_oai", "situ"}) {
@@ -75,7 +98,7 @@ TEST_CASE("every activation contract compiles for sm_90a and sm_100a without spi
       }
     }
   }
-  compile_all(ops);
+  compile_all(jobs_of(shipped_and("activation", ops)));
 }
 
 TEST_CASE("the ptxas report is parsed per kernel", "[nvrtc]") {
@@ -135,7 +158,7 @@ TEST_CASE("PTX is emitted for the virtual arch", "[nvrtc]") {
   CHECK(out.binary.find(".entry") != std::string::npos);
 }
 
-TEST_CASE("routing contracts compile for sm_90a and sm_100a without spills: both single-group kernels and grouped", "[nvrtc][routing]") {
+TEST_CASE("routing contracts compile for sm_90a and sm_100a without spills: the shipped ones, and a sweep of single-group and grouped", "[nvrtc][routing]") {
   std::vector<std::string> ops;
   const char* scorings[] = {"sigmoid", "softmax", "sqrt_softplus", "none"};
   int i = 0;
@@ -166,38 +189,25 @@ TEST_CASE("routing contracts compile for sm_90a and sm_100a without spills: both
                         R"("num_experts": 160, "topk": 8, "n_group": 8, "topk_group": 3, "logits_dtype": "bf16")"}) {
     ops.push_back(fmt::format(R"({{"op": "routing", "scoring": "sigmoid", "renormalize": true, {}}})", g));
   }
-  compile_all(ops);
+  compile_all(jobs_of(shipped_and("routing", ops)));
 }
 
 TEST_CASE("every experts contract compiles for sm_90a and sm_100a without spills, the prefill wgmmas pipelined", "[nvrtc][experts]") {
   // Every shipped model's experts op, and the options each changes the kernels by (dtype, layout,
   // ids, expert map, weight on input, biases, each activation; GPT-OSS's N of 240 is shipped).
-  std::vector<std::shared_ptr<const OpSpec>> ops;
-  for (const auto& file : spec_files(std::vector<std::string>{MOEJIT_SOURCE_DIR "/specs"})) {
-    for (const auto& op : load_spec(file).ops) {
-      if (op->family() == "experts") ops.push_back(op);
-    }
+  const std::string base = R"({"op": "experts", "hidden": 1024, "intermediate": 384, "num_experts": 16)";
+  std::vector<std::string> sweep;
+  for (const char* extra : {R"(, "topk": 4, "dtype": "fp16", "activation": {"kind": "gelu_tanh"}})",
+                            R"(, "topk": 4, "activation": {"kind": "gelu"}})",
+                            R"(, "topk": 4, "ids_dtype": "int64", "global_experts": 64, "activation": {"kind": "silu"}})",
+                            R"(, "apply_router_weight_on_input": true, "topk": 1, "activation": {"kind": "silu"}})",
+                            R"(, "topk": 4, "bias": true, "activation": {"kind": "swiglu_oai", "interleaved": true, "alpha": 1.702, "limit": 7.0}})",
+                            R"(, "layout": "masked", "activation": {"kind": "situ", "beta": 2.0, "linear_beta": 10.0}})"}) {
+    sweep.push_back(base + extra);
   }
-  const std::string base = R"("op": "experts", "hidden": 1024, "intermediate": 384, "num_experts": 16)";
-  for (const char* extra : {R"(, "topk": 4, "dtype": "fp16", "activation": {"kind": "gelu_tanh"})",
-                            R"(, "topk": 4, "activation": {"kind": "gelu"})",
-                            R"(, "topk": 4, "ids_dtype": "int64", "global_experts": 64, "activation": {"kind": "silu"})",
-                            R"(, "apply_router_weight_on_input": true, "topk": 1, "activation": {"kind": "silu"})",
-                            R"(, "topk": 4, "bias": true, "activation": {"kind": "swiglu_oai", "interleaved": true, "alpha": 1.702, "limit": 7.0})",
-                            R"(, "layout": "masked", "activation": {"kind": "situ", "beta": 2.0, "linear_beta": 10.0})"}) {
-    ops.push_back(parse_spec("{" + base + extra + "}", "sweep.json").ops[0]);
-  }
-  std::vector<WarmupJob> jobs;
-  int prefill = 0;
-  for (const auto& op : ops) {
-    for (const char* arch : {"sm_90a", "sm_100a"}) {
-      for (auto& c : contracts(*op, arch)) {
-        prefill += c.family() == "experts_prefill";
-        jobs.push_back({op->name, std::move(c)});
-      }
-    }
-  }
-  compile_all({}, std::move(jobs));  // and no wgmmas serialized (ptxas's C7518)
+  auto jobs = jobs_of(shipped_and("experts", sweep));
+  const auto prefill = std::count_if(jobs.begin(), jobs.end(), [](const auto& j) { return j.contract.family() == "experts_prefill"; });
+  compile_all(std::move(jobs));  // and no wgmmas serialized (ptxas's C7518)
   CHECK(prefill >= 10);
 }
 
@@ -224,7 +234,7 @@ TEST_CASE("the one experts contract that spills: fp16 GELU (erf)'s prefill GEMM1
 }
 
 TEST_CASE("the yardstick contract compiles for sm_90a and sm_100a without spills", "[nvrtc]") {
-  compile_all({}, {{"yardstick", yardstick_contract("sm_90a")}, {"yardstick", yardstick_contract("sm_100a")}});
+  compile_all({{"yardstick", yardstick_contract("sm_90a")}, {"yardstick", yardstick_contract("sm_100a")}});
 }
 
 TEST_CASE("a contract compiles to the same cubin bytes every time, in one process too", "[nvrtc]") {
