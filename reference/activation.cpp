@@ -200,12 +200,18 @@ void ActivationHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> te
       counts[e] = static_cast<std::int32_t>(std::min(n, tokens));
       continue;
     }
+    // Variant 1: below 0 and past T, as far as int32 goes every other time.
+    const bool far = e % 10 >= 5;
     switch (e % 5) {
-      case 0: counts[e] = 0; break;
+      case 0:
+        counts[e] = variant == 1 ? (far ? std::numeric_limits<std::int32_t>::min() : -3) : 0;
+        break;
       case 1: counts[e] = static_cast<std::int32_t>(tokens); break;
       case 2: counts[e] = static_cast<std::int32_t>(tokens / 2); break;
       case 3: counts[e] = static_cast<std::int32_t>(some(rng)); break;
-      default: counts[e] = variant == 1 ? static_cast<std::int32_t>(tokens + 3) : static_cast<std::int32_t>(some(rng));
+      default:
+        counts[e] = variant == 1 ? (far ? std::numeric_limits<std::int32_t>::max() : static_cast<std::int32_t>(tokens + 3))
+                                 : static_cast<std::int32_t>(some(rng));
     }
   }
 }

@@ -20,9 +20,9 @@ void activation_reference(const ActivationSpec& op, const HostTensor& x, const s
 
 class ActivationHarness final : public OpHarness {
  public:
-  /// 0 normal inputs, 1 special values, 2 bench-sized inputs with half-full experts; 3 to 5
-  /// (bench only) the same values with 0-12 rows an expert, expert 0 full and the rest empty, or
-  /// every expert full.
+  /// 0 normal inputs, 1 special values (masked: counts below 0 and past T, to int32's ends), 2
+  /// bench-sized inputs with half-full experts; 3 to 5 (bench only) the same values with 0-12
+  /// rows an expert, expert 0 full and the rest empty, or every expert full.
   int variants() const override { return 3; }
   std::vector<BenchInputs> bench_inputs(const OpSpec& op) const override;
   std::string variant_name(int variant) const override;

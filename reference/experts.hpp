@@ -46,7 +46,8 @@ void experts_reference(const ExpertsSpec& op, std::span<HostTensor> tensors, std
 class ExpertsHarness final : public OpHarness {
  public:
   /// Checked: 0 uniform routing (masked: 0, T, T/2 and random counts), 1 skewed routing with
-  /// invalid slots (masked: counts outside [0, T]), 2 exact GEMMs, so that y is the activation
+  /// invalid slots (masked: counts outside [0, T]) and an inf, -inf or NaN in x rows 3 and 5 mod 8
+  /// (their y non-finite wherever the reference's is), 2 exact GEMMs, so that y is the activation
   /// of slot 0's gate/up values at its rounding points. Bench only: 3 uniform (masked: every
   /// expert full), 4 skewed (slot 0 of every token on expert 0; masked: expert 0 full, the
   /// others an eighth), both without invalid slots.

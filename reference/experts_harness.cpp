@@ -71,6 +71,20 @@ void fill_sparse_x(const ExpertsSpec& op, HostTensor& x, Rng& rng) {
   }
 }
 
+// Variant 1's non-finite inputs: x rows r = 3 and 5 mod 8 (standard: tokens; masked: rows of
+// [E, T_max]) take one element of +inf, -inf or NaN each. Standard tokens 5 mod 8 have no valid
+// slot, so their y stays +0; the others' y is non-finite (or, where the activation saturates,
+// finite and compared as usual), and no other row may change.
+void poison_x(const ExpertsSpec& op, HostTensor& x) {
+  const std::int64_t H = op.hidden, rows = static_cast<std::int64_t>(x.elements()) / H;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float values[] = {kInf, -kInf, std::numeric_limits<float>::quiet_NaN()};
+  for (std::int64_t r = 3; r < rows; r += 2) {
+    if (r % 8 != 3 && r % 8 != 5) continue;
+    store(op.dtype, x.data.data(), at(r * H + (r * 37) % H), values[(r / 2) % 3]);
+  }
+}
+
 void fill_weights(const ExpertsSpec& op, std::span<HostTensor> t, Rng& rng, int variant) {
   const auto ix = experts_tensors(op);
   const std::uint64_t I = static_cast<std::uint64_t>(op.intermediate), H = static_cast<std::uint64_t>(op.hidden);
@@ -304,7 +318,7 @@ std::string where(const ExpertsSpec& op, std::span<const HostTensor> want, const
 std::string ExpertsHarness::variant_name(int variant) const {
   switch (variant) {
     case kUniform: return "uniform routing";
-    case kSkewedInvalid: return "skewed + invalid";
+    case kSkewedInvalid: return "skewed + invalid + non-finite x";
     case kExact: return "exact activation";
     case kBenchUniform: return "uniform (bench)";
     default: return "skewed (bench)";
@@ -347,6 +361,7 @@ void ExpertsHarness::fill_inputs(const OpSpec& spec, std::span<HostTensor> tenso
   } else {
     const std::uint64_t seed = rng();
     fill_each(tensors[at(ix.x)], [&](std::uint64_t i) { return normal(seed, i); });
+    if (variant == kSkewedInvalid) poison_x(op, tensors[at(ix.x)]);
   }
   fill_weights(op, tensors, rng, variant);
   if (op.masked()) {
@@ -392,7 +407,10 @@ std::vector<std::string> ExpertsHarness::compare(const OpSpec& spec, std::span<c
         if (gv != 0) line(i, ", the token has no valid slot");
         continue;
       }
-      if (!std::isfinite(wv)) continue;
+      if (!std::isfinite(wv)) {  // a non-finite input's row: non-finite too, of whichever kind
+        if (std::isfinite(gv)) line(i, ", where a non-finite x makes y non-finite");
+        continue;
+      }
       if (!std::isfinite(gv)) {
         line(i, "");
         continue;

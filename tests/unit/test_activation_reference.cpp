@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -75,6 +76,33 @@ TEST_CASE("the masked reference writes only each expert's first rows", "[referen
     }
   }
   CHECK(harness_for("activation").bytes_moved(op, tensors, tokens) == (0 + 2 + 5) * 4 * (2 * 2 + 2) + 3 * 4);
+}
+
+TEST_CASE("masked activation inputs: variant 1's counts lie below 0 and past T, to int32's ends, and are clamped", "[reference]") {
+  const auto spec = parse_spec(R"({"op": "activation", "kind": "silu", "d": 4, "layout": "masked", "num_experts": 10})", "t.json");
+  const auto& op = act(spec);
+  const std::int64_t tokens = 6;
+  auto tensors = make_tensors(op, tokens);
+  Rng rng(8);
+  harness_for("activation").fill_inputs(op, tensors, tokens, rng, 1);
+  const std::int32_t* counts = tensors[1].as<std::int32_t>();
+  CHECK(counts[0] == -3);
+  CHECK(counts[4] == tokens + 3);
+  CHECK(counts[5] == std::numeric_limits<std::int32_t>::min());
+  CHECK(counts[9] == std::numeric_limits<std::int32_t>::max());
+  tensors[2].fill_bytes(std::byte{0x5A});
+  harness_for("activation").run(op, tensors, tokens);
+  const auto* out = tensors[2].as<std::uint16_t>();
+  double rows = 0;
+  for (std::int64_t e = 0; e < 10; ++e) {
+    const std::int64_t n = std::clamp<std::int64_t>(counts[e], 0, tokens);
+    rows += static_cast<double>(n);
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      INFO("expert " << e << " row " << t);
+      CHECK((out[(e * tokens + t) * 4] != 0x5A5A) == (t < n));
+    }
+  }
+  CHECK(harness_for("activation").bytes_moved(op, tensors, tokens) == rows * 4 * (2 * 2 + 2) + 10 * 4);
 }
 
 TEST_CASE("masked activations bench at the T_max where half-full experts hold dense's rows", "[reference]") {

@@ -391,6 +391,57 @@ TEST_CASE("experts compare: empty tokens are exactly 0, unwritten masked rows un
   CHECK(mf[0].find("a row past the count was written") != std::string::npos);
 }
 
+TEST_CASE("experts: a non-finite x makes its own token's y non-finite and no other's; compare asks the same of the GPU", "[reference][experts]") {
+  const auto& harness = harness_for("experts");
+  const auto spec = spec_of(R"("hidden": 64, "intermediate": 64, "num_experts": 8, "topk": 2, "activation": {"kind": "silu"})");
+  const auto& op = experts(spec);
+  const auto ix = experts_tensors(op);
+  const std::int64_t tokens = 16, H = 64;
+  auto want = make_tensors(op, tokens);
+  Rng rng(5);
+  harness.fill_inputs(op, want, tokens, rng, 1);
+  // Tokens 3, 5, 11 and 13 hold one non-finite x element each, the others none.
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::int64_t non_finite = 0;
+    for (std::int64_t c = 0; c < H; ++c) non_finite += !std::isfinite(value(op.dtype, want[at(ix.x)], t * H + c));
+    INFO("token " << t);
+    CHECK(non_finite == (t % 8 == 3 || t % 8 == 5 ? 1 : 0));
+  }
+  // The same call with x made finite again: only the poisoned tokens' y changes.
+  auto clean = want;
+  for (std::size_t i = 0; i < clean[at(ix.x)].elements(); ++i) {
+    if (!std::isfinite(load(op.dtype, clean[at(ix.x)].data.data(), i))) store(op.dtype, clean[at(ix.x)].data.data(), i, 0.5f);
+  }
+  harness.run(op, want, tokens);
+  harness.run(op, clean, tokens);
+  const auto y = at(ix.y);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::int64_t non_finite = 0, same = 0;
+    for (std::int64_t c = 0; c < H; ++c) {
+      non_finite += !std::isfinite(value(op.dtype, want[y], t * H + c));
+      same += std::memcmp(want[y].data.data() + at(t * H + c) * 2, clean[y].data.data() + at(t * H + c) * 2, 2) == 0;
+    }
+    INFO("token " << t);
+    if (t % 8 == 3) CHECK(non_finite > 0);      // silu(-inf) is NaN, silu(+inf) * up is +-inf
+    if (t % 8 == 5) CHECK(same == H);           // no valid slot: +0 whatever x holds
+    if (t % 8 != 3 && t % 8 != 5) CHECK(same == H);
+  }
+  CHECK(harness.compare(op, want, want, tokens).empty());
+  // A finite value where the reference is non-finite fails, naming the rule.
+  std::int64_t i = 3 * H;
+  while (std::isfinite(value(op.dtype, want[y], i))) ++i;
+  auto got = want;
+  store(op.dtype, got[y].data.data(), at(i), 1.0f);
+  const auto failures = harness.compare(op, want, got, tokens);
+  REQUIRE(failures.size() == 1);
+  CHECK(failures[0].find("got 1 want") != std::string::npos);
+  CHECK(failures[0].find("where a non-finite x makes y non-finite") != std::string::npos);
+  // Either kind of non-finite value passes there (the GPU's sums may meet inf - inf in another order).
+  store(op.dtype, got[y].data.data(), at(i), std::isnan(value(op.dtype, want[y], i)) ? std::numeric_limits<float>::infinity()
+                                                                                  : std::numeric_limits<float>::quiet_NaN());
+  CHECK(harness.compare(op, want, got, tokens).empty());
+}
+
 TEST_CASE("experts inputs: routing, invalid slots, the expert map and counts", "[reference][experts]") {
   const auto& harness = harness_for("experts");
   const auto spec = spec_of(R"("hidden": 64, "intermediate": 64, "num_experts": 16, "topk": 4, "global_experts": 32, "activation": {"kind": "silu"})");
