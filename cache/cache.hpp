@@ -1,10 +1,10 @@
 #pragma once
 // The cubin cache: a memory map in front of a disk store under $MOEJIT_CACHE_DIR/v<schema>/.
 //
-//   v2/<2 hex>/<key>/{kernel.cubin, manifest.json}   published entries
-//   v2/tmp/<key>.<host>.<pid>.<random>/               entries being staged (never read)
-//   v2/quarantine/<key>.<unique>/                     bad entries moved aside
-//   v2/locks/<key>.lock                               flock(2): one compile per key at a time
+//   v3/<2 hex>/<key>/{kernel.cubin, manifest.json}   published entries (v3: compiler/key.hpp's schema)
+//   v3/tmp/<key>.<host>.<pid>.<random>/               entries being staged (never read)
+//   v3/quarantine/<key>.<unique>/                     bad entries moved aside
+//   v3/locks/<key>.lock                               flock(2): one compile per key at a time
 //
 // An entry is staged, fsynced and renamed into place, so a reader sees a whole entry or none.
 // Every read checks the manifest's own checksum, recomputes the key from it and checks the

@@ -142,7 +142,7 @@ int explain(Env& env, const Opts& o) {
 
 Action add_cache(CLI::App& app) {
   auto o = std::make_shared<Opts>();
-  auto* sub = app.add_subcommand("cache", "Inspect and maintain the kernel cache ($MOEJIT_CACHE_DIR, default ~/.cache/moejit)");
+  auto* sub = app.add_subcommand("cache", "Inspect and maintain the kernel cache ($MOEJIT_CACHE_DIR, else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit)");
   sub->require_subcommand(1);
   auto* ls_cmd = sub->add_subcommand("ls", "List the cached kernels");
   auto* verify_cmd = sub->add_subcommand("verify", "Check every entry's checksum and key");
