@@ -1,9 +1,10 @@
-// moejit compile SPEC [--op NAME] [--arch ARCH] [--emit report|source|ptx|cubin|contract] [-o PATH]
+// moejit compile SPEC [--op NAME] [--arch ARCH] [--emit report|source|ptx|sass|cubin|contract] [-o PATH]
 #include <moejit/error.hpp>
 
 #include "cache/cache.hpp"
 #include "cache/fs.hpp"
 #include "cli.hpp"
+#include "compiler/disasm.hpp"
 
 #include <fmt/format.h>
 
@@ -85,8 +86,8 @@ Action add_compile(CLI::App& app) {
   sub->add_option("spec", o->spec, "spec file")->required();
   sub->add_option("--op", o->op, "only these ops (names or indices, comma-separated)");
   sub->add_option("--arch", o->arch, "target arch (default: the spec's archs)")->check(supported_arch());
-  sub->add_option("--emit", o->emit, "what to show: report (registers, static and dynamic shared memory, spills; each contract's fields and tiling), source, ptx, cubin, contract")
-      ->check(CLI::IsMember({"report", "source", "ptx", "cubin", "contract"}));
+  sub->add_option("--emit", o->emit, "what to show: report (registers, static and dynamic shared memory, spills; each contract's fields and tiling), source, ptx, sass (the toolkit's nvdisasm on the cubin), cubin, contract")
+      ->check(CLI::IsMember({"report", "source", "ptx", "sass", "cubin", "contract"}));
   sub->add_option("-o,--output", o->output, "write to this file (a directory when there are several contracts)");
   return [o] {
     const Spec spec = load_spec(o->spec);
@@ -98,6 +99,7 @@ Action add_compile(CLI::App& app) {
       }
     }
     const auto options = Options::from_environment();
+    if (o->emit == "sass") detail::find_nvdisasm(options.cuda_home);  // before the cache is opened or anything compiled
     detail::Compiler compiler(options.cuda_home);
     detail::Cache cache(options, compiler);
     if (o->emit == "report") return emit_report(cache, items);
@@ -122,6 +124,8 @@ Action add_compile(CLI::App& app) {
         text = item.contract.text();
       } else if (o->emit == "ptx") {
         text = compiler.compile(item.contract, detail::Emit::ptx).binary;
+      } else if (o->emit == "sass") {
+        text = detail::disassemble(options.cuda_home, cache.get(item.contract).entry->cubin.view());
       } else {
         text = cache.get(item.contract).entry->cubin.view();
       }
