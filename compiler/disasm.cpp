@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <csignal>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +33,7 @@ namespace {
 class Fd {
  public:
   explicit Fd(int fd = -1) noexcept : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   ~Fd() { reset(); }
@@ -46,36 +47,20 @@ class Fd {
   int fd_;
 };
 
-// The cubin in a file of its own under the temporary directory, removed with this.
-class TempCubin {
- public:
-  explicit TempCubin(std::string_view cubin) {
-    std::error_code ec;
-    auto dir = fs::temp_directory_path(ec);
-    if (ec) dir = "/tmp";
-    std::string name = (dir / "moejit-sass-XXXXXX.cubin").string();
-    Fd fd(::mkstemps(name.data(), 6));
-    if (fd.get() < 0) fail("cannot create a temporary file for nvdisasm", name, "mkstemps", errno);
-    path_ = name;
-    for (std::size_t done = 0; done < cubin.size();) {
-      const auto n = ::write(fd.get(), cubin.data() + done, cubin.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int err = n == 0 ? EIO : errno;
-        ::unlink(path_.c_str());
-        fail("cannot write the temporary cubin for nvdisasm", path_, "write", err);
-      }
-      done += static_cast<std::size_t>(n);
-    }
+// The cubin in an anonymous memory file (memfd): nothing to remove, even when a signal ends the
+// process, and no writable temporary directory needed. Rewound, for the child's own open of it.
+Fd memory_file(std::string_view cubin) {
+  Fd fd(::memfd_create("moejit-cubin", MFD_CLOEXEC));
+  if (fd.get() < 0) fail("cannot create a memory file for nvdisasm", "memfd", "memfd_create", errno);
+  for (std::size_t done = 0; done < cubin.size();) {
+    const auto n = ::write(fd.get(), cubin.data() + done, cubin.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("cannot write the cubin for nvdisasm", "memfd", "write", n == 0 ? EIO : errno);
+    done += static_cast<std::size_t>(n);
   }
-  TempCubin(const TempCubin&) = delete;
-  TempCubin& operator=(const TempCubin&) = delete;
-  ~TempCubin() { ::unlink(path_.c_str()); }
-  const fs::path& path() const noexcept { return path_; }
-
- private:
-  fs::path path_;
-};
+  if (::lseek(fd.get(), 0, SEEK_SET) != 0) fail("cannot rewind the cubin for nvdisasm", "memfd", "lseek", errno);
+  return fd;
+}
 
 // Reads both pipes to their ends together (either one filling up would stall the child).
 void drain(int out_fd, int err_fd, std::string& out, std::string& err, const fs::path& tool) {
@@ -119,7 +104,7 @@ fs::path find_nvdisasm(const fs::path& cuda_home) {
 
 std::string disassemble(const fs::path& cuda_home, std::string_view cubin) {
   const fs::path tool = find_nvdisasm(cuda_home);
-  const TempCubin file(cubin);
+  const Fd file = memory_file(cubin);
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) fail("cannot start nvdisasm", tool, "pipe2", errno);
   Fd out_read(out_pipe[0]), out_write(out_pipe[1]);
@@ -130,11 +115,20 @@ std::string disassemble(const fs::path& cuda_home, std::string_view cubin) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_write.get(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_write.get(), STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  std::string arg0 = tool.string(), code_only = "-c", input = file.path().string();
+  posix_spawn_file_actions_adddup2(&actions, file.get(), STDIN_FILENO);  // the cubin, as /dev/stdin
+  // NOTE: the CLI blocks SIGINT, SIGTERM and SIGHUP in every thread (tools/signals.hpp) and a
+  // child inherits the mask: nvdisasm starts with none blocked, so that Ctrl-C stops it too.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::string arg0 = tool.string(), code_only = "-c", input = "/dev/stdin";
   char* argv[] = {arg0.data(), code_only.data(), input.data(), nullptr};
   pid_t pid = 0;
-  const int spawned = ::posix_spawn(&pid, arg0.c_str(), &actions, nullptr, argv, environ);
+  const int spawned = ::posix_spawn(&pid, arg0.c_str(), &actions, &attr, argv, environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) fail("cannot start nvdisasm", tool, "posix_spawn", spawned);
   out_write.reset();  // the child holds the write ends now: the pipes end when it does

@@ -12,10 +12,10 @@ namespace moejit::detail {
 /// toolkit lacks it, a tool a trimmed toolkit may leave out) naming where it looked.
 std::filesystem::path find_nvdisasm(const std::filesystem::path& cuda_home);
 
-/// The code sections of `cubin` as nvdisasm prints them (`nvdisasm -c`): each kernel's SASS under
-/// its mangled name. The cubin goes through a temporary file (nvdisasm reads files only), removed
-/// before this returns. Throws moejit::Error (io) when nvdisasm is missing, cannot be started, or
-/// fails (its stderr in the error's log).
+/// The code sections of `cubin` as nvdisasm prints them (`nvdisasm -c /dev/stdin`): each kernel's
+/// SASS under its mangled name. The cubin is the child's stdin, an anonymous memory file (nvdisasm
+/// reads files, not pipes): nothing is left behind. Throws moejit::Error (io) when nvdisasm is
+/// missing, cannot be started, or fails (its stderr in the error's log).
 std::string disassemble(const std::filesystem::path& cuda_home, std::string_view cubin);
 
 }  // namespace moejit::detail
