@@ -477,7 +477,7 @@ __device__ __forceinline__ void upproj_epilogue(const TailUpArgs& a, const float
     float v[8];
 #pragma unroll
     for (int sp = 0; sp < kSplit; ++sp) {
-      const float* p = s_tile + (sp * kGroups + grp) * kTokens * kTileStride + tt * kTileStride + 8 * half;
+      const float* p = s_tile + tail_tile_at(kTokens, sp * kGroups + grp) + tt * kTileStride + 8 * half;
       const float4 x = load_shared_float4(p), y = load_shared_float4(p + 4);
       const float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
 #pragma unroll
@@ -505,8 +505,7 @@ __global__ void __launch_bounds__(32 * C::kGroups * C::kSplit) tail_upproj_kerne
   static_assert(TailChecks<C>::ok);
   constexpr int kGroups = C::kGroups, kSplit = C::kSplit, kTokens = 8 * kNB;
   constexpr int kBlocks = C::kL / kBlockK / kSplit;
-  constexpr int kTile = kTokens * kTileStride;  // floats of one warp's tile
-  __shared__ __align__(16) float s_tile[kSplit * kGroups * kTile];
+  __shared__ __align__(16) float s_tile[tail_tiles_floats(kTokens, kSplit * kGroups)];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int group = warp % kGroups, split = warp / kGroups, g = lane / 4, q = lane % 4;
   const long long t0 = static_cast<long long>(blockIdx.x) * kTokens;
@@ -526,7 +525,7 @@ __global__ void __launch_bounds__(32 * C::kGroups * C::kSplit) tail_upproj_kerne
                               blockIdx.x == 0 ? a.prefetch_bytes : 0, acc);
   launch_dependents();
 
-  float* tile = s_tile + (split * kGroups + group) * kTile;
+  float* tile = s_tile + tail_tile_at(kTokens, split * kGroups + group);
 #pragma unroll
   for (int j = 0; j < kNB; ++j) {
 #pragma unroll
@@ -560,7 +559,7 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
   static_assert(kRows % 8 == 0 && kRows <= kTailTcMaxRows && kRows + kTokens >= 64, "rows in swizzle atoms; an m64 within its stage");
   constexpr int kStages = tail_tc_stages(kTokens, kRows);
   constexpr int kWBytes = kRows * 128, kStageBytes = kWBytes + kTokens * 128;
-  constexpr int kRing = kTailTcSplit * kStages * kStageBytes, kSums = kTailTcSplit * 4 * kTokens * kTileStride * 4;
+  constexpr int kRing = kTailTcSplit * kStages * kStageBytes, kSums = tail_tiles_floats(kTokens, kTailTcSplit * 4) * 4;
   static_assert(kStageBytes % 1024 == 0, "stages on 1024-byte swizzle atoms");
   const TailUpArgs& a = args.u;
   extern __shared__ unsigned char smem_raw[];
@@ -658,7 +657,7 @@ __global__ void __launch_bounds__(kTailTcThreads, 1) tail_upproj_tc_kernel(const
   __syncthreads();  // every stage read: the rings become the partial sums
   if (warp < 4 * kTailTcSplit) {  // warp (wg, w4): the epilogue's split wg, group w4 (16 W rows)
     const int g = lane / 4, q = lane % 4;
-    float* tile = reinterpret_cast<float*>(smem) + warp * kTokens * kTileStride;
+    float* tile = reinterpret_cast<float*>(smem) + tail_tile_at(kTokens, warp);
 #pragma unroll
     for (int j = 0; j < kTokens / 8; ++j) {
 #pragma unroll

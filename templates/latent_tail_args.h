@@ -17,6 +17,13 @@ inline constexpr int kTailTcSplit = 2;
 inline constexpr int kTailTcThreads = 32 * 4 * kTailTcSplit + 64;
 /// Floats a token of a warp's [token][16 rows] partial-sum tile (16 rows padded: tail::kTileStride).
 inline constexpr int kTailTileStride = 20;
+/// Where warp tile w of `tokens` tokens starts among the partial sums (floats): the tiles 16 floats
+/// apart past their size, and pairs 2-3 mod 4 four more, so that the epilogue's 16-byte reads of a
+/// quarter warp (its token's halves of up to four groups' tiles) land on distinct banks (a tile
+/// being a multiple of 32 floats, they would all share them).
+constexpr int tail_tile_at(int tokens, int w) { return w * (tokens * kTailTileStride + 16) + 4 * ((w >> 1) & 1); }
+/// Floats of `n` warp tiles laid out by tail_tile_at.
+constexpr int tail_tiles_floats(int tokens, int n) { return tail_tile_at(tokens, n - 1) + tokens * kTailTileStride; }
 /// Stages a warpgroup's ring holds at a token tile: as many as 200 KB of shared memory take, at most 8.
 constexpr int tail_tc_stages(int tokens, int rows) {
   const int n = 200 * 1024 / (kTailTcSplit * (rows + tokens) * 128);
@@ -27,7 +34,7 @@ constexpr int tail_tc_stages(int tokens, int rows) {
 /// align the swizzle atoms.
 constexpr int tail_tc_shared_bytes(int tokens, int rows) {
   const int ring = kTailTcSplit * tail_tc_stages(tokens, rows) * (rows + tokens) * 128;
-  const int sums = kTailTcSplit * 4 * tokens * kTailTileStride * 4;
+  const int sums = tail_tiles_floats(tokens, kTailTcSplit * 4) * 4;
   return (ring > sums ? ring : sums) + tokens * rows * 2 + (2 * kTailTcSplit * tail_tc_stages(tokens, rows) + 1) * 8 + 1024;
 }
 
