@@ -24,6 +24,24 @@ inline constexpr int kTailTileStride = 20;
 constexpr int tail_tile_at(int tokens, int w) { return w * (tokens * kTailTileStride + 16) + 4 * ((w >> 1) & 1); }
 /// Floats of `n` warp tiles laid out by tail_tile_at.
 constexpr int tail_tiles_floats(int tokens, int n) { return tail_tile_at(tokens, n - 1) + tokens * kTailTileStride; }
+/// Whether a quarter warp's eight 16-byte reads in the epilogue (one token; groups g0..g0+3 of
+/// split sp; halves 0 and 1) fall on eight distinct 16-byte bank groups, for every split and token.
+constexpr bool tail_tiles_conflict_free(int tokens, int groups, int splits) {
+  for (int sp = 0; sp < splits; ++sp)
+    for (int g0 = 0; g0 + 4 <= groups; g0 += 4)
+      for (int tt = 0; tt < tokens; ++tt) {
+        unsigned seen = 0;
+        for (int i = 0; i < 8; ++i) {
+          const int unit = (tail_tile_at(tokens, sp * groups + g0 + i / 2) + tt * kTailTileStride + 8 * (i % 2)) / 4 % 8;
+          if (seen & (1u << unit)) return false;
+          seen |= 1u << unit;
+        }
+      }
+  return true;
+}
+static_assert(tail_tiles_conflict_free(16, 4, kTailTcSplit) && tail_tiles_conflict_free(32, 4, kTailTcSplit) &&
+                  tail_tiles_conflict_free(64, 4, kTailTcSplit),
+              "the tensor-core kernel's epilogue reads without bank conflicts");
 /// Stages a warpgroup's ring holds at a token tile: as many as 200 KB of shared memory take, at most 8.
 constexpr int tail_tc_stages(int tokens, int rows) {
   const int n = 200 * 1024 / (kTailTcSplit * (rows + tokens) * 128);
