@@ -27,7 +27,9 @@ struct HostTensor {
   template <class T>
   const T* as() const noexcept { return reinterpret_cast<const T*>(data.data()); }
   /// Fills every byte with `byte` (poison before a kernel writes, to catch unwritten outputs).
-  void fill_bytes(std::byte byte) { std::memset(data.data(), static_cast<int>(byte), data.size()); }
+  void fill_bytes(std::byte byte) {
+    if (!data.empty()) std::memset(data.data(), static_cast<int>(byte), data.size());  // memset(nullptr, ., 0) is undefined
+  }
 };
 
 using Rng = std::mt19937_64;
