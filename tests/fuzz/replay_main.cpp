@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
       std::cerr << "cannot read " << f << "\n";
       return 1;
     }
+    std::cout << f.string() << std::endl;  // flushed first: an input that aborts is the last line printed
     LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
   }
   std::cout << files.size() << " inputs, each a value or one moejit::Error\n";
