@@ -19,7 +19,8 @@ if not (moejit and filecheck and specs):
     lit_config.fatal("run through ctest, or pass --param moejit=... --param filecheck=... --param specs=...")
 
 config.environment["PATH"] = os.pathsep.join([os.path.dirname(filecheck), config.environment.get("PATH", os.environ.get("PATH", ""))])
-for var in ("HOME", "CUDA_HOME", "CUDA_PATH"):
+# The sanitizers' options reach the CLI under scripts/sanitize.
+for var in ("HOME", "CUDA_HOME", "CUDA_PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
 config.environment["MOEJIT_JOBS"] = "2"
