@@ -180,7 +180,13 @@ Graph::Graph(const Driver& driver, const Stream& stream, const std::function<voi
     throw;
   }
   MOEJIT_CU(driver_, cuStreamEndCapture(stream.get(), &graph_));
-  MOEJIT_CU(driver_, cuGraphInstantiate(&exec_, graph_, 0));
+  try {
+    MOEJIT_CU(driver_, cuGraphInstantiate(&exec_, graph_, 0));
+  } catch (...) {
+    // a constructor that throws runs no destructor: the captured graph is released here
+    driver_.cuGraphDestroy(graph_);
+    throw;
+  }
 }
 
 Graph::~Graph() {
