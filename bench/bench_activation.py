@@ -180,6 +180,7 @@ def summary(rows, masked, y):
 
 def main(argv=None):
     a = parse_args(argv)
+    print(common.stamp_line(common.run_stamp()), flush=True)
     ops = [o for o in a.ops.split(",") if o]
     bench = ["--calls", str(a.calls), "--replays", str(a.replays)]
     runs = [common.run_moejit_bench(a.moejit, SPEC, ops, a.tokens, bench)]

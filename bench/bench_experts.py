@@ -121,6 +121,12 @@ def inputs_for(op, tokens, skewed, seed):
     return x, ids.contiguous(), w
 
 
+def touched_bytes(op, tokens):
+    """The weight bytes a call of `tokens` uniformly routed tokens reads: E (1 - (1 - K/E)^T) experts."""
+    E, K, H, I = op["num_experts"], op["topk"], op["hidden"], op["intermediate"]
+    return E * (1 - (1 - K / E) ** tokens) * 3 * H * I * 2
+
+
 def stage_times(kernels):
     """{stage: us} of common.kernel_times' {kernel: us}, and the path ("one token", "decode" or
     "prefill") its kernels say the call took."""
@@ -177,10 +183,14 @@ def time_torch(op, tokens, calls, replays):
     times = {}
     for t in tokens:
         for inputs in ("uniform", "skewed"):
-            x, ids, w = inputs_for(op, t, inputs == "skewed", seed=t)
+            # The graph's calls rotate through routings whose experts span 3x the L2, as moejit's do
+            # (each call routed afresh: the same ids every call would find their experts in L2).
+            sets = [inputs_for(op, t, inputs == "skewed", seed=t + 7919 * i) + (w13, w2)
+                    for i in range(common.set_count(touched_bytes(op, t), calls))]
+            x, ids, w = sets[0][:3]
             label = f"torch {op['_name']} T={t} {inputs}"
-            entry = {"grouped": common.try_time_us(label + " grouped_mm", grouped, [(x, ids, w, w13, w2)], calls, replays),
-                     "compile": common.try_time_us(label + " torch.compile", compiled, [(x, ids, w, w13, w2)], calls, replays)}
+            entry = {"grouped": common.try_time_us(label + " grouped_mm", grouped, sets, calls, replays),
+                     "compile": common.try_time_us(label + " torch.compile", compiled, sets, calls, replays)}
             try:
                 entry["loop"] = common.eager_us(lambda: loop(x, ids, w, w13, w2), 3 if t <= 64 else 1, 3)
             except Exception as e:  # noqa: BLE001
@@ -246,6 +256,7 @@ def summary(rows, y):
 
 def main(argv=None):
     a = parse_args(argv)
+    print(common.stamp_line(common.run_stamp()), flush=True)
     ops = [o for o in a.ops.split(",") if o] or standard_ops(a.spec)
     bench = ["--calls", str(a.calls), "--replays", str(a.replays)]
     runs = [common.run_moejit_bench(a.moejit, a.spec, ops, a.tokens, bench + ["--inputs", inputs])

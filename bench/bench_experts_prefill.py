@@ -4,11 +4,12 @@ Python package on torch tensors, uniform routing, bf16:
 
 * each kernel of the op (CUPTI through torch.profiler, mean of eager calls) and the whole op (N calls
   in a CUDA graph, median of replays, as common.py times everything), in TFLOP/s of the two GEMMs'
-  flops (6 T K H I);
-* torch._grouped_mm on the same two GEMMs (rows already sorted by expert; timed alike) in the same
-  run;
-* the SM clock the GPU held meanwhile (nvidia-smi sampled every 50 ms: a 700 W H200 does not hold
-  its boost clock on long bf16 GEMMs);
+  flops (6 T K H I), and as a fraction of the flops floor: the same flops at the rate torch's bf16
+  8192^3 matmul reaches in the same run (common.matmul_TFLOPs, timed as the op is);
+* torch._grouped_mm on the same two GEMMs (rows already sorted by expert), its kernels timed as
+  moejit's are (CUPTI, mean of eager calls), in the same run;
+* the SM clock the GPU held during each of those (nvidia-smi sampled every 50 ms: a 700 W H200 does
+  not hold its boost clock on long bf16 GEMMs);
 * with --crossover T,...: the whole op on both paths (MOEJIT_EXPERTS_PATH=decode / prefill) at
   those T, and the fewest rows an expert from which the prefill path is faster -- the value
   runtime/experts_crossover.json keeps.
@@ -19,10 +20,7 @@ Python package on torch tensors, uniform routing, bf16:
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
-import threading
 
 import common
 
@@ -35,41 +33,19 @@ def parse_args(argv=None):
     p.add_argument("--ops", default="deepseek_v3,qwen3_30b_a3b,kimi_k3_tp8", help="ops of the spec (default: %(default)s)")
     p.add_argument("--tokens", type=common.token_list, default=[8192, 16384], help="T, comma-separated (default: %(default)s)")
     p.add_argument("--crossover", type=common.token_list, default=[], help="T at which to time both paths (default: none)")
-    p.add_argument("--calls", type=int, default=5, help="calls per CUDA graph (default: %(default)s)")
-    p.add_argument("--replays", type=int, default=5, help="graph replays, median taken (default: %(default)s)")
+    p.add_argument("--calls", type=int, default=common.CALLS, help="calls per CUDA graph (default: %(default)s)")
+    p.add_argument("--replays", type=int, default=common.REPLAYS, help="graph replays, median taken (default: %(default)s)")
     p.add_argument("--json", metavar="FILE", help="write every figure here")
     return p.parse_args(argv)
 
 
-class Clock:
-    """The SM clock, sampled by nvidia-smi while `with` runs; median MHz (None where unavailable)."""
-
-    def __enter__(self):
-        self.samples = []
-        try:
-            self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-lms", "50", "-i", "0"],
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        except OSError:
-            self.proc = None
-            return self
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        return self
-
-    def _read(self):
-        for line in self.proc.stdout:
-            if line.strip().isdigit():
-                self.samples.append(int(line))
-
-    def __exit__(self, *exc):
-        if self.proc:
-            self.proc.terminate()
-            self.proc.wait()
-            self.reader.join(timeout=1)
-        return False
-
-    def mhz(self):
-        return statistics.median(self.samples) if self.samples else None
+def try_device_us(label, fn):
+    """common.device_us, or None (and one line saying why) when fn fails."""
+    try:
+        return common.device_us(fn)
+    except Exception as e:  # noqa: BLE001 -- one failing anchor must not cost the rest of a one-shot GPU run
+        print(f"  {label} failed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}", flush=True)
+        return None
 
 
 def make_inputs(torch, op, tokens, seed):
@@ -95,7 +71,11 @@ def main(argv=None):
         contexts[path] = moejit.Context()
     os.environ.pop("MOEJIT_EXPERTS_PATH")
     dev = torch.cuda.get_device_name()
-    print(f"{dev}, torch {torch.__version__}; experts at prefill, uniform routing, bf16", flush=True)
+    stamp = common.run_stamp()
+    print(common.stamp_line(stamp) + "; experts at prefill, uniform routing, bf16", flush=True)
+    with common.Clock() as mclock:
+        matmul = common.matmul_TFLOPs(calls=a.calls, replays=a.replays)
+    print(f"  flops yardstick: torch bf16 8192^3 matmul {matmul:.0f} TFLOP/s at {mclock.mhz()} MHz", flush=True)
     results = []
     for name in [n for n in a.ops.split(",") if n]:
         op = dict(ops[name])
@@ -113,11 +93,13 @@ def main(argv=None):
             def call(path):
                 return lambda: loaded[path](x=x, topk_ids=ids, topk_weights=w, w13=w13, w2=w2, y=y)
 
-            with Clock() as clock:
+            with common.Clock() as clock:
                 row["prefill_us"] = common.time_us(lambda: call("prefill")(), [()], a.calls, a.replays)
-                if t in a.tokens:
-                    row["kernels_us"] = common.kernel_times(call("prefill"), "experts_")
             row["clock_mhz"] = clock.mhz()
+            if t in a.tokens:
+                with common.Clock() as kclock:
+                    row["kernels_us"] = common.kernel_times(call("prefill"), "experts_")
+                row["kernels_clock_mhz"] = kclock.mhz()
             if t in a.crossover:
                 row["decode_us"] = common.time_us(lambda: call("decode")(), [()], a.calls, a.replays)
             if t in a.tokens:
@@ -128,11 +110,9 @@ def main(argv=None):
                 offs = torch.cumsum(counts, 0, dtype=torch.int32)
                 xs = x[order // K].contiguous()
                 h = torch.empty(t * K, I, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
-                with Clock() as tclock:
-                    g1 = common.try_time_us("grouped_mm GEMM1", lambda: torch._grouped_mm(xs, w13.transpose(1, 2), offs=offs), [()],
-                                            a.calls, a.replays)
-                    g2 = common.try_time_us("grouped_mm GEMM2", lambda: torch._grouped_mm(h, w2.transpose(1, 2), offs=offs), [()],
-                                            a.calls, a.replays)
+                with common.Clock() as tclock:
+                    g1 = try_device_us("grouped_mm GEMM1", lambda: torch._grouped_mm(xs, w13.transpose(1, 2), offs=offs))
+                    g2 = try_device_us("grouped_mm GEMM2", lambda: torch._grouped_mm(h, w2.transpose(1, 2), offs=offs))
                 row["grouped_mm_us"] = [g1, g2]
                 row["torch_clock_mhz"] = tclock.mhz()
                 del xs, h
@@ -149,8 +129,10 @@ def main(argv=None):
         torch.cuda.empty_cache()
 
     print()
-    headers = ["op", "T", "rows/expert", "op us", "op TFLOP/s", "GEMM1 us", "GEMM2 us", "GEMMs TFLOP/s", "other kernels us",
-               "grouped_mm GEMMs us", "GEMMs x grouped_mm", "SM MHz (moejit / torch)"]
+    print(f"flops floor: torch bf16 8192^3 matmul at {matmul:.0f} TFLOP/s ({mclock.mhz()} MHz); SM MHz: the op's graph / its kernels "
+          f"(CUPTI, eager) / grouped_mm's kernels (CUPTI, eager)")
+    headers = ["op", "T", "rows/expert", "op us", "op TFLOP/s", "op % matmul", "GEMM1 us", "GEMM2 us", "GEMMs TFLOP/s",
+               "GEMMs % matmul", "other kernels us", "grouped_mm GEMMs us", "GEMMs x grouped_mm", "SM MHz (op / kernels / torch)"]
     table = []
     for r in results:
         if "kernels_us" not in r:
@@ -161,11 +143,14 @@ def main(argv=None):
         gemms = (g1 or 0) + (g2 or 0)
         tg = r["grouped_mm_us"]
         torch_gemms = tg[0] + tg[1] if None not in tg else None
+        op_tflops = r["flops"] / r["prefill_us"] / 1e6
+        gemm_tflops = r["flops"] / gemms / 1e6 if gemms else None
         table.append([r["op"], str(r["T"]), f"{r['rows_per_expert']:.0f}", common.fmt_num(r["prefill_us"]),
-                      common.fmt_num(r["flops"] / r["prefill_us"] / 1e6, 0), common.fmt_num(g1), common.fmt_num(g2),
-                      common.fmt_num(r["flops"] / gemms / 1e6 if gemms else None, 0), common.fmt_num(rest), common.fmt_num(torch_gemms),
+                      common.fmt_num(op_tflops, 0), common.fmt_pct(op_tflops / matmul), common.fmt_num(g1), common.fmt_num(g2),
+                      common.fmt_num(gemm_tflops, 0), common.fmt_pct(gemm_tflops / matmul if gemm_tflops else None),
+                      common.fmt_num(rest), common.fmt_num(torch_gemms),
                       common.fmt_ratio(torch_gemms / gemms if torch_gemms and gemms else None),
-                      f"{r['clock_mhz']} / {r.get('torch_clock_mhz')}"])
+                      f"{r['clock_mhz']} / {r.get('kernels_clock_mhz')} / {r.get('torch_clock_mhz')}"])
     print(common.markdown_table(headers, table))
     cross = [r for r in results if "decode_us" in r]
     if cross:
@@ -179,7 +164,8 @@ def main(argv=None):
             first = min((x for x in wins if all(x > y for y in loses)), default=None)
             print(f"{name}: prefill faster from {first:.0f} rows an expert" if first else f"{name}: prefill never faster at these T")
     if a.json:
-        common.write_json(a.json, {"device": dev, "torch": torch.__version__, "results": results})
+        common.write_json(a.json, {"device": dev, "torch": torch.__version__, "stamp": stamp, "matmul_TFLOPs": matmul,
+                                   "matmul_clock_mhz": mclock.mhz(), "results": results})
     return 0
 
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Latent tail (Kimi-K3: H 7168, L 3584, a shared expert, bf16) on tp GPUs of this machine: moejit's
 paths (`moejit_tail_bench`: fused, base, base striped; tp 1: base) beside the tail the way a user would write
-it in torch (NCCL all-reduce of the routed latent and of the shared-expert output, rms_norm,
-addmm), in one run, timed alike (20 calls per CUDA graph on each rank, median of 7 replays, max
-over ranks). Floor = the W_up bytes a rank reads (all of W for the full base path, 1/tp for fused
-and striped) over the SM copy measured in the same run.
+it in torch (tp > 1: in-place NCCL all-reduces of the routed latent and of the shared-expert
+output; then rms_norm and addmm; tp 1: rms_norm and addmm alone), in one run, timed alike (20 calls
+per CUDA graph on each rank, rotating through enough copies of W_up and the inputs that the calls
+read 3x the L2, median of 7 replays, max over ranks). Floor = the W_up bytes a rank reads (all of
+W for the full base path, 1/tp for fused and striped) over the SM copy measured in the same run:
+issue 28's floor; the inputs and the output add 2.3 MB to W's 51.4 at T = 64.
 
   python3 bench/bench_latent_tail.py [--tail-bench .carry/moejit_tail_bench] [--tp 1,2] [--json latent_tail.json]
 """
@@ -63,31 +65,37 @@ def torch_tail_worker(rank, tp, tokens, port, calls, replays, result):
     dist.init_process_group("nccl", rank=rank, world_size=tp, device_id=torch.device("cuda", rank))
 
     def tail(routed, shared, gamma, w):
-        r = routed.clone()
-        dist.all_reduce(r)
-        s = shared.clone()
-        dist.all_reduce(s)
-        z = torch.nn.functional.rms_norm(r, (L,), gamma, EPS)
-        return torch.addmm(s, z, w.t())
+        if tp > 1:
+            # In place, as an engine reduces the partials it owns; AVG keeps the inputs the same
+            # from call to call (a SUM would double them every call) at a SUM's cost.
+            dist.all_reduce(routed, op=dist.ReduceOp.AVG)
+            dist.all_reduce(shared, op=dist.ReduceOp.AVG)
+        z = torch.nn.functional.rms_norm(routed, (L,), gamma, EPS)
+        return torch.addmm(shared, z, w.t())
 
     g = torch.Generator(device="cuda").manual_seed(1 + rank)
-    w = (torch.rand(H, L, device="cuda", generator=g) - 0.5).mul_(0.06).to(torch.bfloat16)
-    gamma = torch.ones(L, device="cuda", dtype=torch.bfloat16)
     times = {}
     for t in tokens:
-        routed = torch.randn(t, L, device="cuda", generator=g).to(torch.bfloat16)
-        shared = torch.randn(t, H, device="cuda", generator=g).to(torch.bfloat16)
+        # performance.md: the calls of a graph rotate through copies that span 3x the L2
+        per_set = 2 * (H * L + t * L + 2 * t * H + L)  # every rank reads all of W
+        sets = []
+        for _ in range(common.set_count(per_set, calls)):
+            w = (torch.rand(H, L, device="cuda", generator=g) - 0.5).mul_(0.06).to(torch.bfloat16)
+            gamma = torch.ones(L, device="cuda", dtype=torch.bfloat16)
+            routed = torch.randn(t, L, device="cuda", generator=g).to(torch.bfloat16)
+            shared = torch.randn(t, H, device="cuda", generator=g).to(torch.bfloat16)
+            sets.append((routed, shared, gamma, w))
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            for _ in range(3):
-                tail(routed, shared, gamma, w)
+            for i in range(3):
+                tail(*sets[i % len(sets)])
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            for _ in range(calls):
-                tail(routed, shared, gamma, w)
+            for i in range(calls):
+                tail(*sets[i % len(sets)])
         graph.replay()
         torch.cuda.synchronize()
         mine = []
@@ -103,6 +111,8 @@ def torch_tail_worker(rank, tp, tokens, port, calls, replays, result):
         worst = torch.tensor([statistics.median(mine)], device="cuda")
         dist.all_reduce(worst, op=dist.ReduceOp.MAX)
         times[t] = worst.item()
+        del graph, sets
+        torch.cuda.empty_cache()
     if rank == 0:
         result.update(times)
     dist.destroy_process_group()
@@ -169,6 +179,7 @@ def gpu_count():
 
 def main(argv=None):
     a = parse_args(argv)
+    print(common.stamp_line(common.run_stamp()), flush=True)
     n = gpu_count()
     tps = [tp for tp in (a.tp or [1, 2, 4, 8]) if tp <= n]
     if not tps:
@@ -182,8 +193,8 @@ def main(argv=None):
         ours = run_tail_bench(a.tail_bench, tp, a.tokens)
         torch_times = {} if a.no_torch else time_torch(tp, a.tokens, common.CALLS, common.REPLAYS)
         rows += rows_of(tp, ours, torch_times, copy_GBps)
-    print(f"\nLatent tail, H {H}, L {L}, bf16, us per call, max over ranks (torch {common.torch_version()}: NCCL all-reduce x2 "
-          f"+ rms_norm + addmm; x floor = us / (W_up bytes a rank reads / SM copy {copy_GBps:.0f} GB/s))\n")
+    print(f"\nLatent tail, H {H}, L {L}, bf16, us per call, max over ranks (torch {common.torch_version()}: tp > 1 NCCL all-reduce x2, "
+          f"then rms_norm + addmm; x floor = us / (W_up bytes a rank reads / SM copy {copy_GBps:.0f} GB/s))\n")
     print(table(rows))
     lines = summary(rows, copy_GBps)
     print("\n" + "\n".join(lines))

@@ -287,6 +287,7 @@ def warmup(ctx, layers):
 
 def main(argv=None):
     a = parse_args(argv)
+    print(common.stamp_line(common.run_stamp()), flush=True)
     layers = all_layers(a.specs, [m for m in a.models.split(",") if m])
     import torch
     import moejit

@@ -19,11 +19,12 @@ the overhead:
   the tail, then 4.7).
 """
 import argparse
-import json
 import pathlib
 import statistics
 import sys
 import time
+
+import common
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CASES = [  # spec, op, T
@@ -131,6 +132,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     a = parse_args(argv)
+    print(common.stamp_line(common.run_stamp()), flush=True)
     import torch
     import moejit
     import moejit.torch
@@ -154,12 +156,9 @@ def main(argv=None):
              f"{worst_launch:.2f} us (the cross-check). torch.ops adds the dispatcher and allocates the outputs. "
              "Inside a CUDA graph: none (no Python runs)."]
     print(lines[0])
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"driver": "bench_python.py", "torch": torch.__version__, "device": ctx.device.name,
-                       "python": sys.version.split()[0], "calls": a.calls, "batches": a.batches, "budget_us": BUDGET_US,
-                       "rows": rows, "summary": lines}, f, indent=1)
-            f.write("\n")
+    common.write_json(a.json, {"driver": "bench_python.py", "torch": torch.__version__, "device": ctx.device.name,
+                               "python": sys.version.split()[0], "calls": a.calls, "batches": a.batches, "budget_us": BUDGET_US,
+                               "rows": rows, "summary": lines})
     return 0 if worst <= BUDGET_US else 1
 
 

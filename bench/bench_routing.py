@@ -74,10 +74,11 @@ def time_torch(op, tokens, calls, replays):
     route = make_router(op)
     static, dynamic = common.compile_static(route), common.compile_dynamic(route)
     e = op["num_experts"]
-    bias = torch.randn(e, device="cuda") * 0.1
+    # The distributions `moejit bench` draws from (reference/routing.cpp): logits N(0, 2), bias N(0, 0.5).
+    bias = torch.randn(e, device="cuda") * 0.5
     times = {}
     for t in tokens:
-        sets = [(torch.randn(t, e, device="cuda"), bias) for _ in range(common.set_count(t * e * 4, calls))]
+        sets = [(torch.randn(t, e, device="cuda") * 2, bias) for _ in range(common.set_count(t * e * 4, calls))]
         label = f"torch {op['_name']} T={t}"
         times[t] = {"compile": common.try_time_us(label + " compile", static, sets, calls, replays),
                     "eager": common.try_time_us(label + " eager", route, sets, calls, replays)}
@@ -152,6 +153,7 @@ def summary(rows, y, entries):
 
 def main(argv=None):
     a = parse_args(argv)
+    print(common.stamp_line(common.run_stamp()), flush=True)
     models = [m for m in a.models.split(",") if m]
     bench = ["--calls", str(a.calls), "--replays", str(a.replays)]
     mj = common.run_moejit_bench(a.moejit, SPEC, models, a.tokens, bench)

@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import types
 
 CALLS, REPLAYS = 20, 7  # performance.md: N calls per CUDA graph, median of >= 5 replays
@@ -201,6 +202,79 @@ def eager_us(fn, calls=CALLS, replays=REPLAYS, warmup=2):
     return statistics.median(times)
 
 
+def matmul_TFLOPs(n=8192, calls=CALLS, replays=REPLAYS):
+    """The flops yardstick (performance.md): torch's bf16 n x n x n matmul on random data, timed as
+    everything is (calls in a graph, median of replays: the clock it sustains under the power cap
+    included), in TFLOP/s."""
+    import torch
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    us = time_us(lambda x, y: x @ y, [(a, b)], calls, replays)
+    del a, b
+    torch.cuda.empty_cache()
+    return 2.0 * n ** 3 / (us * 1e-6) / 1e12
+
+
+def device_us(fn, calls=3):
+    """Microseconds of device time per eager call of fn: every kernel it launches, through CUPTI
+    as kernel_times measures moejit's, so that two sides compared kernel by kernel are timed alike."""
+    return sum(kernel_times(fn, "", calls).values())
+
+
+class Clock:
+    """The SM clock, sampled by nvidia-smi every 50 ms while `with` runs; median MHz (None where
+    unavailable). A 700 W H200 does not hold its boost clock on long bf16 GEMMs."""
+
+    def __enter__(self):
+        self.samples = []
+        try:
+            self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-lms", "50", "-i", "0"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            self.proc = None
+            return self
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        return self
+
+    def _read(self):
+        for line in self.proc.stdout:
+            if line.strip().isdigit():
+                self.samples.append(int(line))
+
+    def __exit__(self, *exc):
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait()
+            self.reader.join(timeout=1)
+        return False
+
+    def mhz(self):
+        return statistics.median(self.samples) if self.samples else None
+
+
+_STAMP = {}
+
+
+def run_stamp():
+    """When and where this run happened (performance.md: record the GPU and the date): printed
+    first by every driver and kept in its JSON (write_json adds it)."""
+    if not _STAMP:
+        import datetime
+        _STAMP["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+        try:
+            import torch
+            _STAMP["gpu"] = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+            _STAMP["torch"] = torch.__version__
+        except ImportError:
+            _STAMP.update(gpu=None, torch=None)
+    return dict(_STAMP)
+
+
+def stamp_line(stamp):
+    return f"run of {stamp['date']} (UTC) on {stamp['gpu'] or 'no GPU'}, torch {stamp['torch']}"
+
+
 def graph_memcpy_GBps(calls=CALLS, replays=REPLAYS):
     """The same copy_ captured in a CUDA graph (a memcpy node, the copy engine): shown beside the
     yardstick so nobody takes it for one."""
@@ -332,6 +406,8 @@ def _looks_numeric(text):
 def write_json(path, doc):
     if not path:
         return
+    doc = dict(doc)
+    doc.setdefault("stamp", run_stamp())
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")

@@ -1,6 +1,8 @@
 // moejit_tail_bench [SPEC_FIELDS_JSON [tokens...]] [--fused-only]: times the latent tail's paths on tp GPUs of
 // this machine (one thread per rank), performance.md's way: 20 calls captured in one CUDA graph
-// per rank, the ranks' replays started together, median of 7 replays, max over ranks. Prints a
+// per rank, rotating through enough buffer sets (W_up, inputs, output) that one graph's calls read
+// 3x the L2 (W_up alone is about the L2's size), the ranks' replays started together, median of 7
+// replays, max over ranks. Prints a
 // table and, on stderr, one JSON line per (path, tokens) with the W_up bytes a rank reads (all of
 // W for the full base path, 1/tp for fused and striped). bench/bench_latent_tail.py runs it and
 // turns those bytes into floors over the SM copy bandwidth it measures in the same run.
@@ -18,6 +20,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <cmath>
 #include <cstdlib>
 
 using namespace moejit;
@@ -30,8 +33,17 @@ std::shared_ptr<const LatentTailSpec> spec_of(const std::string& fields) {
   return std::dynamic_pointer_cast<const LatentTailSpec>(parse_spec("{\"op\": \"latent_tail\", " + fields + "}", "bench").ops[0]);
 }
 
-// Times every token count on one group (one communicator setup per path).
-std::vector<double> bench_path(const std::shared_ptr<const LatentTailSpec>& spec, const std::vector<std::int64_t>& token_counts) {
+// Buffer sets one graph's calls rotate through so that they read 3x the L2: a call reads
+// `call_bytes` (its share of W_up, its inputs and output), so that no call finds W in L2.
+int set_count(const Context& ctx, double call_bytes) {
+  const double l2 = ctx.device().l2_bytes;
+  return static_cast<int>(std::clamp(std::ceil(3 * l2 / std::max(call_bytes, 1.0)), 1.0, static_cast<double>(kCalls)));
+}
+
+// Times every token count on one group (one communicator setup per path); a rank's call reads
+// `w_share` of W_up.
+std::vector<double> bench_path(const std::shared_ptr<const LatentTailSpec>& spec, const std::vector<std::int64_t>& token_counts,
+                               double w_share) {
   LatentMoEGroup group(spec, Options::from_environment());
   reference::Rng rng(42);
   std::vector<std::uint16_t> gamma, w;
@@ -45,26 +57,31 @@ std::vector<double> bench_path(const std::shared_ptr<const LatentTailSpec>& spec
     std::vector<std::uint16_t> routed, shared;
     reference::Rng local(100 + static_cast<std::uint64_t>(r));
     reference::fill_tail_rank(*spec, spec->max_tokens(), local, 1, routed, shared);
+    const std::size_t out_bytes = static_cast<std::size_t>(spec->max_tokens() * spec->hidden) * 2;
+    const double call_bytes = w_share * static_cast<double>(w.size() * 2) +
+                              static_cast<double>((routed.size() + shared.size() + gamma.size()) * 2 + out_bytes);
     std::vector<detail::DeviceBuffer> bufs;
-    std::vector<Buffer> bind;
-    auto add = [&](const void* data, std::size_t bytes) {
-      bufs.emplace_back(drv, bytes);
-      if (data) bufs.back().upload(data, bytes);
-      bind.push_back({bufs.back().ptr(), bytes});
-    };
-    add(routed.data(), routed.size() * 2);
-    if (spec->shared_expert) add(shared.data(), shared.size() * 2);
-    add(gamma.data(), gamma.size() * 2);
-    add(w.data(), w.size() * 2);
-    add(nullptr, static_cast<std::size_t>(spec->max_tokens() * spec->hidden) * 2);
-    bind.push_back({});
-    bind.push_back({});
+    std::vector<std::vector<Buffer>> sets(static_cast<std::size_t>(set_count(ctx, call_bytes)));
+    for (auto& bind : sets) {
+      auto add = [&](const void* data, std::size_t bytes) {
+        bufs.emplace_back(drv, bytes);
+        if (data) bufs.back().upload(data, bytes);
+        bind.push_back({bufs.back().ptr(), bytes});
+      };
+      add(routed.data(), routed.size() * 2);
+      if (spec->shared_expert) add(shared.data(), shared.size() * 2);
+      add(gamma.data(), gamma.size() * 2);
+      add(w.data(), w.size() * 2);
+      add(nullptr, out_bytes);
+      bind.push_back({});
+      bind.push_back({});
+    }
     detail::Stream stream(drv);
     for (const auto tokens : token_counts) {
-    for (int i = 0; i < 3; ++i) group.tail(r).launch(bind, tokens, stream.get());  // warm
+    for (int i = 0; i < 3; ++i) group.tail(r).launch(sets[static_cast<std::size_t>(i) % sets.size()], tokens, stream.get());  // warm
     stream.synchronize();
     detail::Graph graph(drv, stream, [&] {
-      for (int i = 0; i < kCalls; ++i) group.tail(r).launch(bind, tokens, stream.get());
+      for (int i = 0; i < kCalls; ++i) group.tail(r).launch(sets[static_cast<std::size_t>(i) % sets.size()], tokens, stream.get());
     });
     graph.launch(stream);
     stream.synchronize();
@@ -128,7 +145,7 @@ int main(int argc, char** argv) try {
   if (base->fused_possible()) variants.push_back({"fused", R"("path": "fused")", 1.0 / base->tp_size});
   for (const auto& v : variants) {
     const auto spec = spec_of(shape + ", " + v.fields);
-    const auto times = bench_path(spec, tokens);
+    const auto times = bench_path(spec, tokens, v.w_share);
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       const auto t = tokens[i];
       const double us = times[i];

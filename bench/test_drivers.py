@@ -117,6 +117,17 @@ class Common(unittest.TestCase):
             self.assertEqual(common.summary(tmp), ["routing: routing line", "activation: activation line"])
 
 
+    def test_json_records_the_date_and_gpu(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "out.json")
+            common.write_json(path, {"rows": []})
+            with open(path) as f:
+                stamp = json.load(f)["stamp"]
+        self.assertRegex(stamp["date"], r"^\d{4}-\d{2}-\d{2}$")
+        self.assertIn("gpu", stamp)
+        self.assertIn(stamp["date"], common.stamp_line(stamp))
+
+
 class Routing(unittest.TestCase):
     def setUp(self):
         spec = json.loads(SAMPLE)["results"][0]["op_spec"]
@@ -345,9 +356,16 @@ class ExpertsPrefill(unittest.TestCase):
             names = {o.get("name") for o in json.load(f)["ops"]}
         for name in a.ops.split(","):
             self.assertIn(name, names)
+        self.assertEqual((a.calls, a.replays), (common.CALLS, common.REPLAYS))  # performance.md's N and replays
 
 
 class Experts(unittest.TestCase):
+    def test_torch_rotates_over_the_experts_a_call_reads(self):
+        import bench_experts
+        op = {"num_experts": 128, "topk": 8, "hidden": 2048, "intermediate": 768}
+        self.assertAlmostEqual(bench_experts.touched_bytes(op, 1), 8 * 3 * 2048 * 768 * 2)
+        self.assertLess(bench_experts.touched_bytes(op, 4096), 128 * 3 * 2048 * 768 * 2 + 1)
+
     def test_kernel_names(self):
         self.assertEqual(common.kernel_name("void moejit::experts_gemm1_kernel<moejit_generated::Config, 1, true>(moejit::ExpertsGemmArgs)"),
                          "experts_gemm1_kernel<1, true>")
