@@ -15,8 +15,8 @@ struct Yardsticks {
 };
 
 /// Copies and reads `bytes` (1 GiB by default: far past L2) with the yardstick kernels,
-/// `calls` launches per CUDA graph, the median of `replays`.
+/// `calls` launches per CUDA graph, the median of `replays` (performance.md's 20 and 7).
 Yardsticks measure_yardsticks(Context& context, const Stream& stream, std::size_t bytes = std::size_t{1} << 30,
-                              int calls = 5, int replays = 7);
+                              int calls = 20, int replays = 7);
 
 }  // namespace moejit::detail
