@@ -1,6 +1,9 @@
 #include "warmup.hpp"
 
 #include <moejit/error.hpp>
+#include <moejit/warmup.hpp>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
@@ -61,3 +64,64 @@ unsigned warmup_threads(unsigned threads, std::size_t keys) noexcept {
 }
 
 }  // namespace moejit::detail
+
+namespace moejit {
+
+namespace {
+
+WarmupEntry entry_of(const detail::WarmupOutcome& o) {
+  WarmupEntry e{.labels = o.labels,
+                .arch = o.contract->arch(),
+                .source = o.error.empty() ? std::string(detail::to_string(o.source)) : "failed",
+                .seconds = o.seconds,
+                .key = o.key.hex(),
+                .error = o.error,
+                .bad_input = o.bad_input};
+  if (o.entry) {
+    for (const auto& k : o.entry->manifest.kernels) {
+      e.registers = std::max(e.registers, k.resources.registers);
+      e.spill_bytes += k.resources.spill_store_bytes + k.resources.spill_load_bytes + k.resources.stack_bytes;
+    }
+  }
+  return e;
+}
+
+}  // namespace
+
+std::size_t WarmupReport::count(std::string_view source) const noexcept {
+  return static_cast<std::size_t>(std::ranges::count_if(entries, [&](const WarmupEntry& e) { return e.source == source; }));
+}
+
+WarmupReport warmup(std::span<const Spec> specs, const Options& options, std::span<const std::string> archs,
+                    const WarmupProgress& progress) {
+  for (const auto& arch : archs) {
+    if (!is_supported_arch(arch)) {
+      throw Error({.kind = ErrorKind::usage, .message = "unsupported arch", .found = arch,
+                   .expected = fmt::format("one of {}", fmt::join(supported_archs(), ", "))});
+    }
+  }
+  std::vector<detail::WarmupJob> jobs;
+  for (const auto& spec : specs) {
+    for (const auto& op : spec.ops) {
+      for (const auto& arch : archs.empty() ? std::span<const std::string>(spec.archs) : archs) {
+        for (auto& c : contracts(*op, arch)) jobs.push_back({fmt::format("{} {}", spec.file, op->name), std::move(c)});
+      }
+    }
+  }
+  detail::Compiler compiler(options.cuda_home);
+  detail::Cache cache(options, compiler);
+  const auto start = std::chrono::steady_clock::now();
+  detail::WarmupProgress each;
+  if (progress) each = [&](const detail::WarmupOutcome& o, std::size_t done, std::size_t total) { progress(entry_of(o), done, total); };
+  const auto outcomes = detail::warmup(cache, jobs, options.jobs, each);
+  WarmupReport r{.specs = specs.size(),
+                 .jobs = jobs.size(),
+                 .threads = detail::warmup_threads(options.jobs, outcomes.size()),
+                 .seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                 .cache = cache.root().string()};
+  r.entries.reserve(outcomes.size());
+  for (const auto& o : outcomes) r.entries.push_back(entry_of(o));
+  return r;
+}
+
+}  // namespace moejit

@@ -9,3 +9,4 @@
 #include <moejit/options.hpp>
 #include <moejit/spec.hpp>
 #include <moejit/tensor.hpp>
+#include <moejit/warmup.hpp>

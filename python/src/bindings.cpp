@@ -8,8 +8,8 @@
 #include <moejit/op.hpp>
 #include <moejit/options.hpp>
 #include <moejit/spec.hpp>
+#include <moejit/warmup.hpp>
 
-#include "cache/warmup.hpp"
 #include "module.hpp"
 
 #include <fmt/format.h>
@@ -212,58 +212,39 @@ Options options_of(std::optional<std::string> cache_dir, std::optional<std::stri
   return o;
 }
 
-// Warmup as `moejit warmup` runs it (tools/cmd_warmup.cpp): every contract of the specs for their
+// Warmup as `moejit warmup` runs it (moejit::warmup): every contract of the specs for their
 // archs (or `archs`), each key once, on a thread pool; failures are reported, not thrown.
-nb::dict warmup(const std::vector<std::string>& paths, std::optional<unsigned> jobs, const std::vector<std::string>& archs,
+nb::dict warmup_specs(const std::vector<std::string>& paths, std::optional<unsigned> jobs, const std::vector<std::string>& archs,
                 std::optional<std::string> cache_dir) {
-  for (const auto& arch : archs) {
-    if (!is_supported_arch(arch)) {
-      throw Error({.kind = ErrorKind::usage, .message = "unsupported arch", .found = arch,
-                   .expected = fmt::format("one of {}", fmt::join(supported_archs(), ", "))});
-    }
-  }
   const auto options = options_of(std::move(cache_dir), std::nullopt, jobs, std::nullopt, std::nullopt);
-  std::vector<Spec> specs;
-  std::vector<detail::WarmupJob> work;
-  std::vector<detail::WarmupOutcome> outcomes;
-  double seconds = 0;
-  std::string cache_root;
+  WarmupReport report;
   {
     nb::gil_scoped_release release;
+    std::vector<Spec> specs;
     for (const auto& file : spec_files(paths)) specs.push_back(load_spec(file));
-    for (const auto& spec : specs) {
-      for (const auto& op : spec.ops) {
-        for (const auto& arch : archs.empty() ? spec.archs : archs) {
-          for (auto& c : contracts(*op, arch)) work.push_back({fmt::format("{} {}", spec.file, op->name), std::move(c)});
-        }
-      }
-    }
-    detail::Compiler compiler(options.cuda_home);
-    detail::Cache cache(options, compiler);
-    cache_root = cache.root().string();
-    const auto start = std::chrono::steady_clock::now();
-    outcomes = detail::warmup(cache, work, options.jobs);
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    report = moejit::warmup(specs, options, archs);
   }
   nb::list entries;
-  for (const auto& o : outcomes) {
-    nb::dict e;
-    e["labels"] = o.labels;
-    e["arch"] = o.contract->arch();
-    e["source"] = o.error.empty() ? std::string(detail::to_string(o.source)) : std::string("failed");
-    e["seconds"] = o.seconds;
-    e["key"] = o.key.hex();
-    e["error"] = o.error;
-    e["bad_input"] = o.bad_input;
-    entries.append(e);
+  for (const auto& e : report.entries) {
+    nb::dict d;
+    d["labels"] = e.labels;
+    d["arch"] = e.arch;
+    d["source"] = e.source;
+    d["seconds"] = e.seconds;
+    d["key"] = e.key;
+    d["registers"] = e.registers;
+    d["spill_bytes"] = e.spill_bytes;
+    d["error"] = e.error;
+    d["bad_input"] = e.bad_input;
+    entries.append(d);
   }
   nb::dict summary;
-  summary["specs"] = specs.size();
-  summary["jobs"] = work.size();
+  summary["specs"] = report.specs;
+  summary["jobs"] = report.jobs;
   summary["entries"] = entries;
-  summary["seconds"] = seconds;
-  summary["threads"] = detail::warmup_threads(options.jobs, outcomes.size());
-  summary["cache"] = cache_root;
+  summary["seconds"] = report.seconds;
+  summary["threads"] = report.threads;
+  summary["cache"] = report.cache;
   return summary;
 }
 
@@ -425,5 +406,5 @@ NB_MODULE(_moejit, m) {
           },
           "context"_a, "router"_a, "experts"_a, "tail"_a = nb::none(), nb::keep_alive<1, 2>());
 
-  m.def("warmup", &warmup, "paths"_a, "jobs"_a = nb::none(), "archs"_a = std::vector<std::string>{}, "cache_dir"_a = nb::none());
+  m.def("warmup", &warmup_specs, "paths"_a, "jobs"_a = nb::none(), "archs"_a = std::vector<std::string>{}, "cache_dir"_a = nb::none());
 }

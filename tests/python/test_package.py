@@ -109,6 +109,7 @@ def test_warmup_compiles_then_reads_disk_with_the_gil_released(tmp_path, cache_d
         t.join()
     assert (first.contracts, first.compiled, first.failed, first.specs) == (1, 1, 0, 1)
     assert first.cache.startswith(str(cache_dir)) and first.entries[0]["arch"] == "sm_90a"
+    assert first.entries[0]["registers"] > 0 and first.entries[0]["spill_bytes"] == 0
     # NVRTC takes a while; a thread that needs the GIL ran meanwhile.
     assert ticks > 10, f"the GIL was held through warmup ({ticks} ticks in {first.seconds:.2f} s)"
     again = moejit.warmup(str(spec), archs=["sm_90a"])

@@ -4,6 +4,7 @@
 #include <moejit/error.hpp>
 #include <moejit/options.hpp>
 #include <moejit/spec.hpp>
+#include <moejit/warmup.hpp>
 
 #include "cache/cache.hpp"
 #include "cache/fs.hpp"
@@ -741,6 +742,53 @@ TEST_CASE("threads asking for one key compile it once", "[cache]") {
   }
   for (auto& t : threads) t.join();
   CHECK(compiled == 1);
+}
+
+TEST_CASE("the public warmup compiles each contract of the specs once, then finds them on disk", "[cache][warmup]") {
+  TempDir tmp;
+  auto options = options_at(tmp.path);
+  options.jobs = 2;
+  // Two specs that share one op: one entry, labelled by both.
+  const std::vector<Spec> specs = {
+      parse_spec(R"({"model": "a", "archs": ["sm_90a"], "ops": [{"name": "act", "op": "activation", "kind": "silu", "d": 64},
+                                                               {"name": "g", "op": "activation", "kind": "gelu", "d": 64}]})",
+                 "a.json"),
+      parse_spec(R"({"model": "b", "archs": ["sm_90a"], "ops": [{"name": "act2", "op": "activation", "kind": "silu", "d": 64}]})",
+                 "b.json")};
+  std::vector<std::size_t> finished;
+  const auto first = warmup(specs, options, {}, [&](const WarmupEntry& e, std::size_t done, std::size_t total) {
+    CHECK(total == 2);
+    CHECK(e.source == "compiled");
+    finished.push_back(done);
+  });
+  CHECK(finished == std::vector<std::size_t>{1, 2});
+  CHECK((first.specs == 2 && first.jobs == 3 && first.entries.size() == 2 && first.threads == 2));
+  CHECK(first.count("compiled") == 2);
+  CHECK(first.ok());
+  CHECK(first.cache == (tmp.path / "cache" / "v3").string());
+  const auto shared = std::ranges::find_if(first.entries, [](const WarmupEntry& e) { return e.labels.size() == 2; });
+  REQUIRE(shared != first.entries.end());
+  CHECK(shared->labels == std::vector<std::string>{"a.json act", "b.json act2"});
+  for (const auto& e : first.entries) {
+    CHECK((e.arch == "sm_90a" && e.key.size() == 32 && e.registers > 0 && e.spill_bytes == 0 && e.error.empty()));
+  }
+
+  // A second warmup (a new cache object: nothing in memory) reads every entry back from disk;
+  // archs given replace the specs' own.
+  const auto again = warmup(specs, options);
+  CHECK(again.count("disk") == 2);
+  const std::vector<std::string> both = {"sm_90a", "sm_100a"};
+  const auto wider = warmup(specs, options, both);
+  CHECK((wider.entries.size() == 4 && wider.count("disk") == 2 && wider.count("compiled") == 2));
+
+  const std::vector<std::string> bad = {"sm_80"};
+  try {
+    warmup(specs, options, bad);
+    FAIL("an unsupported arch was accepted");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::usage);
+    CHECK_THAT(e.what(), Catch::Contains("sm_80") && Catch::Contains("sm_90a"));
+  }
 }
 
 TEST_CASE("prune keeps the most recently used entries", "[cache]") {
