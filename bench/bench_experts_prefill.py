@@ -2,7 +2,8 @@
 """Experts at prefill: moejit's prefill GEMMs (sm_90a: TMA, wgmma, warp-specialized) through the
 Python package on torch tensors, uniform routing, bf16:
 
-* each kernel of the op (CUPTI through torch.profiler, mean of eager calls) and the whole op (N calls
+* each kernel of the op (CUPTI through torch.profiler, mean of enough eager calls to fill 200 ms, so
+  that the clock beside them is sampled) and the whole op (N calls
   in a CUDA graph, median of replays, as common.py times everything), in TFLOP/s of the two GEMMs'
   flops (6 T K H I), and as a fraction of the flops floor: the same flops at the rate torch's bf16
   8192^3 matmul reaches in the same run (common.matmul_TFLOPs, timed as the op is);
@@ -39,10 +40,10 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def try_device_us(label, fn):
-    """common.device_us, or None (and one line saying why) when fn fails."""
+def try_device_us(label, fn, calls):
+    """common.device_us over `calls` eager calls, or None (and one line saying why) when fn fails."""
     try:
-        return common.device_us(fn)
+        return common.device_us(fn, calls)
     except Exception as e:  # noqa: BLE001 -- one failing anchor must not cost the rest of a one-shot GPU run
         print(f"  {label} failed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}", flush=True)
         return None
@@ -97,8 +98,9 @@ def main(argv=None):
                 row["prefill_us"] = common.time_us(lambda: call("prefill")(), [()], a.calls, a.replays)
             row["clock_mhz"] = clock.mhz()
             if t in a.tokens:
+                # Enough eager calls that the clock is sampled over them (mean of the calls)
                 with common.Clock() as kclock:
-                    row["kernels_us"] = common.kernel_times(call("prefill"), "experts_")
+                    row["kernels_us"] = common.kernel_times(call("prefill"), "experts_", common.calls_for(row["prefill_us"]))
                 row["kernels_clock_mhz"] = kclock.mhz()
             if t in a.crossover:
                 row["decode_us"] = common.time_us(lambda: call("decode")(), [()], a.calls, a.replays)
@@ -110,9 +112,13 @@ def main(argv=None):
                 offs = torch.cumsum(counts, 0, dtype=torch.int32)
                 xs = x[order // K].contiguous()
                 h = torch.empty(t * K, I, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
+                # timed as moejit's kernels are: CUPTI over as many eager calls as fill the clock's window
+                k = row["kernels_us"]
+                n1 = common.calls_for(k.get("experts_prefill_kernel<1>"))
+                n2 = common.calls_for(k.get("experts_prefill_kernel<2>"))
                 with common.Clock() as tclock:
-                    g1 = try_device_us("grouped_mm GEMM1", lambda: torch._grouped_mm(xs, w13.transpose(1, 2), offs=offs))
-                    g2 = try_device_us("grouped_mm GEMM2", lambda: torch._grouped_mm(h, w2.transpose(1, 2), offs=offs))
+                    g1 = try_device_us("grouped_mm GEMM1", lambda: torch._grouped_mm(xs, w13.transpose(1, 2), offs=offs), n1)
+                    g2 = try_device_us("grouped_mm GEMM2", lambda: torch._grouped_mm(h, w2.transpose(1, 2), offs=offs), n2)
                 row["grouped_mm_us"] = [g1, g2]
                 row["torch_clock_mhz"] = tclock.mhz()
                 del xs, h

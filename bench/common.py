@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import types
 
 CALLS, REPLAYS = 20, 7  # performance.md: N calls per CUDA graph, median of >= 5 replays
@@ -223,10 +224,13 @@ def device_us(fn, calls=3):
 
 class Clock:
     """The SM clock, sampled by nvidia-smi every 50 ms while `with` runs; median MHz (None where
-    unavailable). A 700 W H200 does not hold its boost clock on long bf16 GEMMs."""
+    unavailable). A 700 W H200 does not hold its boost clock on long bf16 GEMMs. The window
+    opens once sampling has started (nvidia-smi takes ~0.1-0.5 s to start), so a short window
+    still gets the samples its length allows: time 200 ms or more for a median worth reading."""
 
     def __enter__(self):
         self.samples = []
+        self.first = 0
         try:
             self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-lms", "50", "-i", "0"],
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -235,6 +239,11 @@ class Clock:
             return self
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
+        for _ in range(100):  # up to 2 s for the first sample
+            if self.samples or self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.first = len(self.samples)
         return self
 
     def _read(self):
@@ -250,7 +259,15 @@ class Clock:
         return False
 
     def mhz(self):
-        return statistics.median(self.samples) if self.samples else None
+        """The median of the samples taken inside the window (of all, where none fell inside)."""
+        inside = self.samples[self.first:] or self.samples
+        return statistics.median(inside) if inside else None
+
+
+def calls_for(us, window_us=200_000, least=3, most=200):
+    """Eager calls of an op taking `us` that fill a window of `window_us` (so that the Clock
+    beside them samples it), at least `least`, at most `most`."""
+    return max(least, min(most, int(window_us / us))) if us else least
 
 
 _STAMP = {}

@@ -117,6 +117,12 @@ class Common(unittest.TestCase):
             self.assertEqual(common.summary(tmp), ["routing: routing line", "activation: activation line"])
 
 
+    def test_calls_fill_the_clock_window(self):
+        self.assertEqual(common.calls_for(12000), 16)  # 192 ms of a 12 ms op
+        self.assertEqual(common.calls_for(100000), 3)  # at least 3
+        self.assertEqual(common.calls_for(100), 200)  # at most 200
+        self.assertEqual(common.calls_for(None), 3)
+
     def test_json_records_the_date_and_gpu(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "out.json")
