@@ -40,15 +40,6 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def try_device_us(label, fn, calls):
-    """common.device_us over `calls` eager calls, or None (and one line saying why) when fn fails."""
-    try:
-        return common.device_us(fn, calls)
-    except Exception as e:  # noqa: BLE001 -- one failing anchor must not cost the rest of a one-shot GPU run
-        print(f"  {label} failed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}", flush=True)
-        return None
-
-
 def make_inputs(torch, op, tokens, seed):
     g = torch.Generator(device="cuda").manual_seed(seed)
     E, K, H = op["num_experts"], op["topk"], op["hidden"]
@@ -117,8 +108,10 @@ def main(argv=None):
                 n1 = common.calls_for(k.get("experts_prefill_kernel<1>"))
                 n2 = common.calls_for(k.get("experts_prefill_kernel<2>"))
                 with common.Clock() as tclock:
-                    g1 = try_device_us("grouped_mm GEMM1", lambda: torch._grouped_mm(xs, w13.transpose(1, 2), offs=offs), n1)
-                    g2 = try_device_us("grouped_mm GEMM2", lambda: torch._grouped_mm(h, w2.transpose(1, 2), offs=offs), n2)
+                    g1 = common.attempt("grouped_mm GEMM1",
+                                        lambda: common.device_us(lambda: torch._grouped_mm(xs, w13.transpose(1, 2), offs=offs), n1))
+                    g2 = common.attempt("grouped_mm GEMM2",
+                                        lambda: common.device_us(lambda: torch._grouped_mm(h, w2.transpose(1, 2), offs=offs), n2))
                 row["grouped_mm_us"] = [g1, g2]
                 row["torch_clock_mhz"] = tclock.mhz()
                 del xs, h

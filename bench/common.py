@@ -126,15 +126,20 @@ def time_us(fn, sets, calls=CALLS, replays=REPLAYS):
     return statistics.median(times)
 
 
-def try_time_us(label, fn, sets, calls=CALLS, replays=REPLAYS):
-    """time_us, or None (and one line saying why) when fn fails: one anchor that does not compile
+def attempt(label, timing):
+    """timing(), or None (and one line saying why) when it fails: one anchor that does not compile
     must not cost the rest of a one-shot GPU run."""
     try:
-        return time_us(fn, sets, calls, replays)
+        return timing()
     except Exception as e:  # noqa: BLE001 -- torch.compile raises many kinds
         first = (str(e).strip().splitlines() or [""])[0][:200]
         print(f"  {label} failed: {type(e).__name__}: {first}", flush=True)
         return None
+
+
+def try_time_us(label, fn, sets, calls=CALLS, replays=REPLAYS):
+    """time_us, or None when fn fails (attempt)."""
+    return attempt(label, lambda: time_us(fn, sets, calls, replays))
 
 
 def kernel_times(fn, match, calls=3):

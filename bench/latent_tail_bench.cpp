@@ -14,13 +14,13 @@
 #include "reference/latent_tail.hpp"
 #include "runtime/device.hpp"
 #include "tools/cli.hpp"
+#include "tools/op_runner.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <barrier>
-#include <cmath>
 #include <cstdlib>
 
 using namespace moejit;
@@ -31,13 +31,6 @@ constexpr int kCalls = 20, kReplays = 7;
 
 std::shared_ptr<const LatentTailSpec> spec_of(const std::string& fields) {
   return std::dynamic_pointer_cast<const LatentTailSpec>(parse_spec("{\"op\": \"latent_tail\", " + fields + "}", "bench").ops[0]);
-}
-
-// Buffer sets one graph's calls rotate through so that they read 3x the L2: a call reads
-// `call_bytes` (its share of W_up, its inputs and output), so that no call finds W in L2.
-int set_count(const Context& ctx, double call_bytes) {
-  const double l2 = ctx.device().l2_bytes;
-  return static_cast<int>(std::clamp(std::ceil(3 * l2 / std::max(call_bytes, 1.0)), 1.0, static_cast<double>(kCalls)));
 }
 
 // Times every token count on one group (one communicator setup per path); a rank's call reads
@@ -58,10 +51,11 @@ std::vector<double> bench_path(const std::shared_ptr<const LatentTailSpec>& spec
     reference::Rng local(100 + static_cast<std::uint64_t>(r));
     reference::fill_tail_rank(*spec, spec->max_tokens(), local, 1, routed, shared);
     const std::size_t out_bytes = static_cast<std::size_t>(spec->max_tokens() * spec->hidden) * 2;
-    const double call_bytes = w_share * static_cast<double>(w.size() * 2) +
-                              static_cast<double>((routed.size() + shared.size() + gamma.size()) * 2 + out_bytes);
+    // The bytes a call reads (its share of W_up, its inputs and output): enough sets that no call finds W in L2.
+    const auto call_bytes = static_cast<std::size_t>(w_share * static_cast<double>(w.size() * 2)) +
+                            (routed.size() + shared.size() + gamma.size()) * 2 + out_bytes;
     std::vector<detail::DeviceBuffer> bufs;
-    std::vector<std::vector<Buffer>> sets(static_cast<std::size_t>(set_count(ctx, call_bytes)));
+    std::vector<std::vector<Buffer>> sets(static_cast<std::size_t>(tools::set_count(ctx, call_bytes, kCalls)));
     for (auto& bind : sets) {
       auto add = [&](const void* data, std::size_t bytes) {
         bufs.emplace_back(drv, bytes);

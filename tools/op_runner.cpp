@@ -164,15 +164,13 @@ std::int64_t mean_expert_rows(const Op& op, std::span<const reference::HostTenso
   return 0;
 }
 
-namespace {
-
-// Tensor sets a graph rotates through so that `calls` launches span 3x the L2 (hot tensors, one
-// buffer bound in every set, count for none).
 int set_count(const Context& context, std::size_t set_bytes, int calls) {
   const auto l2 = static_cast<std::size_t>(context.device().l2_bytes);
   return static_cast<int>(std::clamp<std::size_t>((3 * l2 + set_bytes) / std::max<std::size_t>(set_bytes, 1), 1,
                                                   static_cast<std::size_t>(calls)));
 }
+
+namespace {
 
 // `bindings`: the sets the calls rotate through, call c binding bindings[c % size].
 BenchResult timed(Context& context, const Op& op, const detail::Stream& stream, std::span<const std::vector<Buffer>> bindings,

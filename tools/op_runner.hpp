@@ -71,6 +71,10 @@ struct BenchResult {
 /// (a masked activation's expert_num_tokens, written by the dispatch and read by the grouped GEMM).
 /// The inputs are the harness's `variant` (one of its bench_inputs()). With `hint_rows`, every
 /// launch carries LaunchHints::expected_rows = mean_expert_rows of those inputs.
+/// Tensor sets a graph of `calls` launches rotates through so that they read 3x the L2, a set
+/// reading `set_bytes` (hot tensors, one buffer bound in every set, count for none): 1 to calls.
+int set_count(const Context& context, std::size_t set_bytes, int calls);
+
 BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
                        const detail::Yardsticks& yardsticks, int variant, int calls = 20, int replays = 7,
                        std::span<const std::string> hot = {}, bool hint_rows = false);
