@@ -137,7 +137,8 @@ Action add_bench(CLI::App& app) {
       }
       if (!hot.empty()) fmt::print("{}: {} kept in L2 (--hot)\n", op->spec().name, fmt::join(hot, ", "));
       const auto op_tokens = tokens.empty() ? harness.bench_tokens(op->spec()) : tokens;
-      for (const auto& r : bench_cases(context, *op, stream, op_tokens, yard, in.variant, o->calls, o->replays, hot, o->expected_rows)) {
+      const BenchPlan plan{.variant = in.variant, .calls = o->calls, .replays = o->replays, .hot = hot, .hint_rows = o->expected_rows};
+      for (const auto& r : bench_cases(context, *op, stream, op_tokens, yard, plan)) {
         const auto t = r.tokens;
         fmt::print("{:<24} {:>7} {:>10.2f} {:>11} {:>9.0f} {:>6.1f}% {:>6.1f}% {:>6.1f}%\n", op->spec().name, t, r.us_per_call,
                    human_bytes(r.bytes), r.gb_per_s, 100 * r.copy_fraction, 100 * r.read_fraction, 100 * r.peak_fraction);

@@ -128,6 +128,106 @@ void write_outputs(const std::string& dir, const std::vector<TensorDecl>& decls,
   }
 }
 
+// The tensors given on the command line: their files and their arrays, by name.
+struct Given {
+  std::map<std::string, std::string> ins, inits;
+  std::map<std::string, NpyArray> arrays;
+
+  const std::string& file(const TensorDecl& d) const { return d.role == TensorRole::input ? ins.at(d.name) : inits.at(d.name); }
+};
+
+Given read_given(const OpSpec& op, const Opts& o) {
+  Given g{bindings(op, o.in, TensorRole::input), bindings(op, o.init, TensorRole::output), {}};
+  for (const auto& [name, file] : g.ins) g.arrays.emplace(name, read_npy(file, name));
+  for (const auto& [name, file] : g.inits) g.arrays.emplace(name, read_npy(file, name));
+  for (const auto& d : op.tensors()) {
+    if (d.role == TensorRole::input && !d.optional && !g.arrays.count(d.name)) {
+      bad(fmt::format("missing input '{}'", d.name), "", d.name, "nothing",
+          fmt::format("--in {}=FILE.npy holding {} {}", d.name, d.shape_text(), dtype_text(d.dtype)));
+    }
+  }
+  return g;
+}
+
+struct TokenCount {
+  std::int64_t tokens = -1;
+  std::string from;  ///< what gave it: --tokens or a tensor's name
+};
+
+// --tokens, else the first given tensor with a T dimension.
+TokenCount token_count(const OpSpec& op, const Given& g, std::int64_t tokens_option) {
+  TokenCount tc{tokens_option, "--tokens"};
+  for (const auto& d : op.tensors()) {
+    auto it = g.arrays.find(d.name);
+    if (tc.tokens >= 0 || it == g.arrays.end()) continue;
+    tc = {tokens_of(d, it->second), d.name};
+    const bool has_t = std::any_of(d.shape.begin(), d.shape.end(), [](const auto& dim) { return dim.tokens; });
+    if (tc.tokens < 0 && has_t) {  // too few dimensions to hold T: a scalar for [T, 2d]
+      bad(fmt::format("tensor '{}' has too few dimensions", d.name), g.file(d), d.name,
+          fmt::format("({})", fmt::join(it->second.shape, ", ")), d.shape_text());
+    }
+  }
+  if (tc.tokens < 0) bad("cannot tell the token count", "", "", "no input with a T dimension", "--tokens T");
+  check_token_limit(op, tc.tokens, tc.from);
+  return tc;
+}
+
+// One host tensor per declaration: the given arrays, checked against it, and zeros for the rest.
+std::vector<reference::HostTensor> host_tensors(const OpSpec& op, const Given& g, const TokenCount& tc) {
+  std::vector<reference::HostTensor> host;
+  for (const auto& d : op.tensors()) {
+    auto it = g.arrays.find(d.name);
+    if (it == g.arrays.end()) {
+      host.push_back(reference::HostTensor::like(d, tc.tokens));  // outputs start as zeros
+      continue;
+    }
+    const auto t = tokens_of(d, it->second);
+    if (t >= 0 && t != tc.tokens) {
+      bad(fmt::format("token count mismatch: {} gives T = {}", tc.from, tc.tokens), g.file(d), d.name, fmt::format("T = {}", t),
+          fmt::format("T = {}", tc.tokens));
+    }
+    check_array(d, it->second, g.file(d), tc.tokens);
+    auto h = reference::HostTensor::like(d, tc.tokens);
+    std::memcpy(h.data.data(), it->second.data.data(), h.bytes());
+    host.push_back(std::move(h));
+  }
+  return host;
+}
+
+// Runs the op `o.repeat` times on the GPU, each from the same outputs, leaving the last run's
+// outputs in `host`; returns each run's time in microseconds. Optional inputs not given
+// (`given[i]` false) are bound as null.
+std::vector<double> run_on_gpu(const Spec& spec, const OpSpec& op, const Opts& o, std::vector<reference::HostTensor>& host,
+                               const std::vector<bool>& given, std::int64_t tokens) {
+  const auto decls = op.tensors();
+  Context context(Options::from_environment(), o.device);
+  std::shared_ptr<const OpSpec> chosen;
+  for (const auto& s : spec.ops) {
+    if (s.get() == &op) chosen = s;
+  }
+  const auto loaded = context.load(chosen);
+  auto device = upload(context.driver(), host);
+  for (std::size_t i = 0; i < decls.size(); ++i) {
+    if (!given[i]) device.bindings[i] = {};
+  }
+  detail::Stream stream(context.driver());
+  std::vector<double> us;
+  for (int r = 0; r < o.repeat; ++r) {
+    if (r > 0) {
+      for (std::size_t i = 0; i < decls.size(); ++i) {
+        if (decls[i].role == TensorRole::output) device.buffers[i].upload(host[i].data.data(), host[i].bytes());
+      }
+    }
+    detail::Event start(context.driver()), stop(context.driver());
+    start.record(stream.get());
+    loaded->launch(device.bindings, tokens, stream.get());
+    stop.record(stream.get());
+    us.push_back(1000.0 * stop.since(start));
+  }
+  download_outputs(*loaded, device, host);
+  return us;
+}
+
 }  // namespace
 
 Action add_run(CLI::App& app) {
@@ -154,97 +254,25 @@ Action add_run(CLI::App& app) {
       throw Error({.kind = ErrorKind::usage, .message = fmt::format("op '{}' spans {} GPUs; run drives one", op.name, op.ranks()),
                    .expected = "an op with tp_size 1"});
     }
-
     const auto decls = op.tensors();
-    const auto ins = bindings(op, o->in, TensorRole::input);
-    const auto inits = bindings(op, o->init, TensorRole::output);
-    std::map<std::string, NpyArray> arrays;
-    for (const auto& [name, file] : ins) arrays.emplace(name, read_npy(file, name));
-    for (const auto& [name, file] : inits) arrays.emplace(name, read_npy(file, name));
-
-    for (const auto& d : decls) {
-      if (d.role == TensorRole::input && !d.optional && !arrays.count(d.name)) {
-        bad(fmt::format("missing input '{}'", d.name), "", d.name, "nothing",
-            fmt::format("--in {}=FILE.npy holding {} {}", d.name, d.shape_text(), dtype_text(d.dtype)));
-      }
-    }
-    // The token count: --tokens, else the first given tensor with a T dimension.
-    std::int64_t tokens = o->tokens;
-    std::string tokens_from = "--tokens";
-    for (const auto& d : decls) {
-      auto it = arrays.find(d.name);
-      if (tokens >= 0 || it == arrays.end()) continue;
-      tokens = tokens_of(d, it->second);
-      tokens_from = d.name;
-      const bool has_t = std::any_of(d.shape.begin(), d.shape.end(), [](const auto& dim) { return dim.tokens; });
-      if (tokens < 0 && has_t) {  // too few dimensions to hold T: a scalar for [T, 2d]
-        const auto file = ins.count(d.name) ? ins.at(d.name) : inits.at(d.name);
-        bad(fmt::format("tensor '{}' has too few dimensions", d.name), file, d.name,
-            fmt::format("({})", fmt::join(it->second.shape, ", ")), d.shape_text());
-      }
-    }
-    if (tokens < 0) bad("cannot tell the token count", "", "", "no input with a T dimension", "--tokens T");
-    check_token_limit(op, tokens, tokens_from);
-
-    std::vector<reference::HostTensor> host;
-    for (const auto& d : decls) {
-      auto it = arrays.find(d.name);
-      if (it == arrays.end()) {
-        host.push_back(reference::HostTensor::like(d, tokens));  // outputs start as zeros
-        continue;
-      }
-      const auto& file = d.role == TensorRole::input ? ins.at(d.name) : inits.at(d.name);
-      const auto t = tokens_of(d, it->second);
-      if (t >= 0 && t != tokens) {
-        bad(fmt::format("token count mismatch: {} gives T = {}", tokens_from, tokens), file, d.name, fmt::format("T = {}", t),
-            fmt::format("T = {}", tokens));
-      }
-      check_array(d, it->second, file, tokens);
-      auto h = reference::HostTensor::like(d, tokens);
-      std::memcpy(h.data.data(), it->second.data.data(), h.bytes());
-      host.push_back(std::move(h));
-    }
-    std::vector<bool> bound;
-    for (const auto& d : decls) bound.push_back(d.role == TensorRole::output || arrays.count(d.name));
+    const Given given = read_given(op, *o);
+    const TokenCount tc = token_count(op, given, o->tokens);
+    auto host = host_tensors(op, given, tc);
     check_outputs(o->out_dir, decls);
 
     if (o->reference) {
-      reference::harness_for(op.family()).run(op, host, tokens);
+      reference::harness_for(op.family()).run(op, host, tc.tokens);
       write_outputs(o->out_dir, decls, host);
-      fmt::print("ran {} ({}) T={} on the CPU reference\n", op.name, op.family(), tokens);
+      fmt::print("ran {} ({}) T={} on the CPU reference\n", op.name, op.family(), tc.tokens);
       return kOk;
     }
-
     // Every input checked: now the GPU.
-    Context context(Options::from_environment(), o->device);
-    std::shared_ptr<const OpSpec> chosen;
-    for (const auto& s : spec.ops) {
-      if (s.get() == &op) chosen = s;
-    }
-    const auto loaded = context.load(chosen);
-    auto device = upload(context.driver(), host);
-    for (std::size_t i = 0; i < decls.size(); ++i) {
-      if (!bound[i]) device.bindings[i] = {};
-    }
-    detail::Stream stream(context.driver());
-    std::vector<double> us;
-    for (int r = 0; r < o->repeat; ++r) {
-      if (r > 0) {  // every run starts from the same output contents
-        for (std::size_t i = 0; i < decls.size(); ++i) {
-          if (decls[i].role == TensorRole::output) device.buffers[i].upload(host[i].data.data(), host[i].bytes());
-        }
-      }
-      detail::Event start(context.driver()), stop(context.driver());
-      start.record(stream.get());
-      loaded->launch(device.bindings, tokens, stream.get());
-      stop.record(stream.get());
-      us.push_back(1000.0 * stop.since(start));
-    }
-    download_outputs(*loaded, device, host);
-
+    std::vector<bool> bound;
+    for (const auto& d : decls) bound.push_back(d.role == TensorRole::output || given.arrays.count(d.name));
+    auto us = run_on_gpu(spec, op, *o, host, bound, tc.tokens);
     write_outputs(o->out_dir, decls, host);
     std::sort(us.begin(), us.end());
-    fmt::print("ran {} ({}) T={} {} time{}: median {:.2f} us per call\n", op.name, op.family(), tokens, o->repeat,
+    fmt::print("ran {} ({}) T={} {} time{}: median {:.2f} us per call\n", op.name, op.family(), tc.tokens, o->repeat,
                o->repeat == 1 ? "" : "s", us[us.size() / 2]);
     return kOk;
   };

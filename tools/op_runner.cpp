@@ -172,39 +172,43 @@ int set_count(const Context& context, std::size_t set_bytes, int calls) {
 
 namespace {
 
+struct Timing {
+  const detail::Stream& stream;
+  const detail::Yardsticks& yardsticks;
+  const BenchPlan& plan;
+};
+
 // `bindings`: the sets the calls rotate through, call c binding bindings[c % size].
-BenchResult timed(Context& context, const Op& op, const detail::Stream& stream, std::span<const std::vector<Buffer>> bindings,
-                  std::span<const HostTensor> host, std::int64_t tokens, const detail::Yardsticks& yardsticks, int calls,
-                  int replays, bool hint_rows) {
+BenchResult timed(Context& context, const Op& op, const Timing& how, std::span<const std::vector<Buffer>> bindings,
+                  std::span<const HostTensor> host, std::int64_t tokens) {
   const auto& harness = reference::harness_for(op.spec().family());
   BenchResult r;
   r.tokens = tokens;
-  const LaunchHints hints{.expected_rows = hint_rows ? mean_expert_rows(op, host, tokens) : 0};
-  r.us_per_call = detail::time_per_call_us(context.driver(), stream, calls, replays, [&](int call) {
-    op.launch(bindings[static_cast<std::size_t>(call) % bindings.size()], tokens, stream.get(), hints);
+  const LaunchHints hints{.expected_rows = how.plan.hint_rows ? mean_expert_rows(op, host, tokens) : 0};
+  r.us_per_call = detail::time_per_call_us(context.driver(), how.stream, how.plan.calls, how.plan.replays, [&](int call) {
+    op.launch(bindings[static_cast<std::size_t>(call) % bindings.size()], tokens, how.stream.get(), hints);
   });
   r.bytes = harness.bytes_moved(op.spec(), host, tokens);
   r.flops = harness.flops(op.spec(), host, tokens);
   r.gb_per_s = r.bytes / (r.us_per_call * 1e-6) / 1e9;
-  r.copy_fraction = r.bytes / (r.us_per_call * 1e-6) / yardsticks.copy_bytes_per_s;
-  r.read_fraction = r.bytes / (r.us_per_call * 1e-6) / yardsticks.read_bytes_per_s;
-  r.peak_fraction = r.bytes / (r.us_per_call * 1e-6) / yardsticks.hbm_peak_bytes_per_s;
+  r.copy_fraction = r.bytes / (r.us_per_call * 1e-6) / how.yardsticks.copy_bytes_per_s;
+  r.read_fraction = r.bytes / (r.us_per_call * 1e-6) / how.yardsticks.read_bytes_per_s;
+  r.peak_fraction = r.bytes / (r.us_per_call * 1e-6) / how.yardsticks.hbm_peak_bytes_per_s;
   return r;
 }
 
 }  // namespace
 
 BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
-                       const detail::Yardsticks& yardsticks, int variant, int calls, int replays,
-                       std::span<const std::string> hot, bool hint_rows) {
+                       const detail::Yardsticks& yardsticks, const BenchPlan& plan) {
   const auto& harness = reference::harness_for(op.spec().family());
   reference::Rng rng(1234);
   auto host = reference::make_tensors(op.spec(), tokens);
-  harness.fill_inputs(op.spec(), host, tokens, rng, variant);
-  const auto is_hot = [&](std::size_t i) { return std::ranges::find(hot, op.tensors()[i].name) != hot.end(); };
+  harness.fill_inputs(op.spec(), host, tokens, rng, plan.variant);
+  const auto is_hot = [&](std::size_t i) { return std::ranges::find(plan.hot, op.tensors()[i].name) != plan.hot.end(); };
   std::size_t set_bytes = 0;
   for (std::size_t i = 0; i < host.size(); ++i) set_bytes += is_hot(i) ? 0 : host[i].bytes();
-  const int sets = set_count(context, set_bytes, calls);
+  const int sets = set_count(context, set_bytes, plan.calls);
   std::vector<DeviceTensors> device;
   for (int s = 0; s < sets; ++s) device.push_back(upload(context.driver(), host));
   for (std::size_t i = 0; i < host.size(); ++i) {
@@ -213,12 +217,12 @@ BenchResult bench_case(Context& context, const Op& op, const detail::Stream& str
   }
   std::vector<std::vector<Buffer>> bindings;
   for (const auto& set : device) bindings.push_back(set.bindings);
-  return timed(context, op, stream, bindings, host, tokens, yardsticks, calls, replays, hint_rows);
+  return timed(context, op, {stream, yardsticks, plan}, bindings, host, tokens);
 }
 
 std::vector<BenchResult> bench_cases(Context& context, const Op& op, const detail::Stream& stream,
-                                     std::span<const std::int64_t> tokens, const detail::Yardsticks& yardsticks, int variant,
-                                     int calls, int replays, std::span<const std::string> hot, bool hint_rows) {
+                                     std::span<const std::int64_t> tokens, const detail::Yardsticks& yardsticks,
+                                     const BenchPlan& plan) {
   std::vector<BenchResult> results;
   if (tokens.empty()) return results;
   // NOTE: where one tensor set a call already spans the L2 at the smallest T (an experts op's
@@ -228,8 +232,9 @@ std::vector<BenchResult> bench_cases(Context& context, const Op& op, const detai
   const std::int64_t smallest = *std::ranges::min_element(tokens), largest = *std::ranges::max_element(tokens);
   std::size_t smallest_bytes = 0;
   for (const auto& t : op.tensors()) smallest_bytes += t.bytes_for(smallest);
-  if (!hot.empty() || !token_major(op) || set_count(context, smallest_bytes, calls) > 1) {
-    for (const auto t : tokens) results.push_back(bench_case(context, op, stream, t, yardsticks, variant, calls, replays, hot, hint_rows));
+  const int calls = plan.calls;
+  if (!plan.hot.empty() || !token_major(op) || set_count(context, smallest_bytes, calls) > 1) {
+    for (const auto t : tokens) results.push_back(bench_case(context, op, stream, t, yardsticks, plan));
     return results;
   }
   constexpr std::int64_t kRotatedRows = 2048;  // past it, a call's rows reach every expert anyway
@@ -237,7 +242,7 @@ std::vector<BenchResult> bench_cases(Context& context, const Op& op, const detai
   const auto& harness = reference::harness_for(op.spec().family());
   reference::Rng rng(1234);
   auto host = reference::make_tensors(op.spec(), rows);
-  harness.fill_inputs(op.spec(), host, rows, rng, variant);
+  harness.fill_inputs(op.spec(), host, rows, rng, plan.variant);
   const auto device = upload(context.driver(), host);
   for (const auto t : tokens) {
     const std::int64_t windows = t > 0 ? std::clamp<std::int64_t>(rows / t, 1, calls) : 1;
@@ -252,7 +257,7 @@ std::vector<BenchResult> bench_cases(Context& context, const Op& op, const detai
       }
     }
     // The bytes of the first rows' experts: every window routes alike, so it is the mean's estimate.
-    results.push_back(timed(context, op, stream, bindings, host, t, yardsticks, calls, replays, hint_rows));
+    results.push_back(timed(context, op, {stream, yardsticks, plan}, bindings, host, t));
   }
   return results;
 }

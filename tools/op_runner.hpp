@@ -65,26 +65,33 @@ struct BenchResult {
   double read_fraction = 0;  ///< over the streaming read's: the ceiling of ops that mostly read (the experts' weights)
   double peak_fraction = 0;  ///< achieved bandwidth over the HBM peak of the device attributes
 };
-/// Times `calls` launches per graph replay (median of `replays`), rotating through enough copies
-/// of the tensors that successive calls are not served from L2 -- but for the tensors named in
-/// `hot`: one copy bound in every call, as data the kernel before the op has just written or read
-/// (a masked activation's expert_num_tokens, written by the dispatch and read by the grouped GEMM).
-/// The inputs are the harness's `variant` (one of its bench_inputs()). With `hint_rows`, every
-/// launch carries LaunchHints::expected_rows = mean_expert_rows of those inputs.
 /// Tensor sets a graph of `calls` launches rotates through so that they read 3x the L2, a set
 /// reading `set_bytes` (hot tensors, one buffer bound in every set, count for none): 1 to calls.
 int set_count(const Context& context, std::size_t set_bytes, int calls);
 
+/// How bench_case times an op.
+struct BenchPlan {
+  int variant = 0;   ///< which of the harness's bench_inputs()
+  int calls = 20;    ///< launches per graph replay
+  int replays = 7;   ///< graph replays; the median is reported
+  /// Tensors bound as one copy in every call, as data the kernel before the op has just written
+  /// or read (a masked activation's expert_num_tokens, written by the dispatch).
+  std::vector<std::string> hot;
+  /// Every launch carries LaunchHints::expected_rows = mean_expert_rows of the inputs.
+  bool hint_rows = false;
+};
+
+/// Times `plan.calls` launches per graph replay (median of `plan.replays`), rotating through
+/// enough copies of the tensors (set_count) that successive calls are not served from L2, but
+/// for the hot ones.
 BenchResult bench_case(Context& context, const Op& op, const detail::Stream& stream, std::int64_t tokens,
-                       const detail::Yardsticks& yardsticks, int variant, int calls = 20, int replays = 7,
-                       std::span<const std::string> hot = {}, bool hint_rows = false);
+                       const detail::Yardsticks& yardsticks, const BenchPlan& plan);
 /// bench_case for each of `tokens`; an op whose weights alone pass the L2 (one tensor set a
 /// call) is filled and uploaded once, with rows for the largest T (and at least `calls` calls of
 /// the smallest, up to 2048), each call of a T running on the next T rows.
 std::vector<BenchResult> bench_cases(Context& context, const Op& op, const detail::Stream& stream,
-                                     std::span<const std::int64_t> tokens, const detail::Yardsticks& yardsticks, int variant,
-                                     int calls = 20, int replays = 7, std::span<const std::string> hot = {},
-                                     bool hint_rows = false);
+                                     std::span<const std::int64_t> tokens, const detail::Yardsticks& yardsticks,
+                                     const BenchPlan& plan);
 /// The mean rows an expert holds in `tensors` (its expert_num_tokens clamped to [0, tokens]), the
 /// launch hint a caller who knows its data would give; 0 when the op has no such input.
 std::int64_t mean_expert_rows(const Op& op, std::span<const reference::HostTensor> tensors, std::int64_t tokens);
