@@ -2,6 +2,7 @@
 
 #include "activation.hpp"
 #include "compiler/codegen.hpp"
+#include "sm90_target.hpp"
 #include "templates/experts_args.h"
 
 #include <fmt/format.h>
@@ -97,13 +98,14 @@ int largest_divisor(std::int64_t n, std::initializer_list<int> choices) {
   return 0;
 }
 
-// Stages of the prefill ring that fit the shared memory of an sm_90 SM (227 KB a CTA) beside the
-// epilogue staging, at most 6.
-int stages_for(int stage_bytes) { return std::min(6, (227 * 1024 - 2048 - kExpertsPrefillStaging) / stage_bytes); }
+// Stages of the prefill ring that fit a CTA's shared memory beside the epilogue staging, at most 6.
+int stages_for(int stage_bytes) { return std::min(6, (sm90::kSharedPerCta - 2048 - kExpertsPrefillStaging) / stage_bytes); }
 
-// Tiles a band holds: ~16 MB of A tiles (128 rows x K), a third of the H200's L2, so that the
+// Tiles a band holds: 16 MiB of A tiles (128 rows x K), about a third of the L2, so that the
 // band's A stays there while its CTAs sweep the N tiles.
-int band_for(std::int64_t k) { return static_cast<int>(std::max<std::int64_t>(1, (16LL << 20) / (128 * k * 2))); }
+constexpr std::int64_t kBandBytes = 16LL << 20;
+static_assert(3 * kBandBytes <= sm90::kL2Bytes);
+int band_for(std::int64_t k) { return static_cast<int>(std::max<std::int64_t>(1, kBandBytes / (128 * k * 2))); }
 
 // The constants both experts templates read (experts.cuh's Config).
 void common_constants(StubBuilder& stub, const ExpertsSpec& s, const ExpertsTiling& t) {

@@ -1,6 +1,7 @@
 #include "latent_tail.hpp"
 
 #include "compiler/codegen.hpp"
+#include "sm90_target.hpp"
 #include "templates/latent_tail_args.h"
 
 #include <fmt/format.h>
@@ -16,18 +17,15 @@ namespace {
 constexpr int kTargetWarps = 896;
 constexpr int kMaxSplit = 8;
 constexpr int kCtaWarps = 8;  // the n64 kernel holds ~170 registers a thread: one 256-thread CTA an SM
-// The SMs of an sm_90a part the tensor-core kernel's CTAs (one an SM) are laid out for: the
-// H100 / H200 SXM's. A part with fewer runs a second wave: correct, slower.
-constexpr int kSm90Sms = 132;
 
-// The tensor-core kernel's W rows a CTA: the fewest rows an SM that cover H, so that the most
+// The tensor-core kernel's W rows a CTA (one CTA an SM): the fewest rows an SM that cover H, so that the most
 // SMs stream W (7168: 128 CTAs of 56, not 112 of 64), the larger on a tie.
 // At least 48: an m64's rows past them read the stage's tokens (16 at the fewest).
 int tc_rows(int hidden) {
   int best = 64, best_load = 0;
   for (int r : {64, 56, 48}) {
     if (hidden % r) continue;
-    const int ctas = hidden / r, load = (ctas + kSm90Sms - 1) / kSm90Sms * r;
+    const int ctas = hidden / r, load = (ctas + sm90::kSms - 1) / sm90::kSms * r;
     if (best_load == 0 || load < best_load) best = r, best_load = load;
   }
   return best;
