@@ -152,24 +152,55 @@ __device__ __forceinline__ float block_sum(float v, float* s_red) {
 
 /// One token row: R = bf16(rank-order sum of the partials that `load(r, v)` returns), then
 /// z = bf16((R * rsqrt(mean(R^2) + eps)) * gamma). The same code, thread layout and reduction
-/// order in both paths, so they give the same bits.
+/// order in both paths, so they give the same bits. A thread asks for up to four of its vectors
+/// (and, at most four a thread, gamma's) before it uses any: at L = 3584 one memory round trip
+/// for the row, which at tp 1 lands behind the up projection's first W loads and so sets when z
+/// is there.
 template <class C, class Load>
 __device__ __forceinline__ void norm_row(long long t, int ranks, Load&& load, const TailNormArgs& a) {
-  constexpr int kVecs = C::kL / 8;
+  constexpr int kVecs = C::kL / 8, kPer = (kVecs + kThreads - 1) / kThreads;
+  constexpr bool kGammaFirst = kPer <= 4;
+  constexpr int kBatch = kPer <= 4 ? kPer : 2;  // vectors in flight a thread (registers: 8 floats each)
   __shared__ uint4 s_row[kVecs];
   __shared__ float s_red[33];
-  float squares = 0.0f;
-  for (int v = static_cast<int>(threadIdx.x); v < kVecs; v += kThreads) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int r = 0; r < ranks; ++r) add8(acc, load(r, v));
-    const uint4 rv = round8(acc);
-    s_row[v] = rv;
-    static_cast<uint4*>(a.latent_sum)[t * kVecs + v] = rv;
-    const unsigned w[4] = {rv.x, rv.y, rv.z, rv.w};
+  const int v0 = static_cast<int>(threadIdx.x);
+  const uint4* gamma = static_cast<const uint4*>(a.gamma);
+  uint4 g[kGammaFirst ? kPer : 1];
+  if constexpr (kGammaFirst) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      squares = add(squares, mul(lo_of(w[i]), lo_of(w[i])));
-      squares = add(squares, mul(hi_of(w[i]), hi_of(w[i])));
+    for (int j = 0; j < kPer; ++j) {
+      if (v0 + j * kThreads < kVecs) g[j] = gamma[v0 + j * kThreads];
+    }
+  }
+  float squares = 0.0f;
+#pragma unroll
+  for (int j0 = 0; j0 < kPer; j0 += kBatch) {
+    float acc[kBatch][8] = {};
+    for (int r = 0; r < ranks; ++r) {
+      uint4 x[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int v = v0 + (j0 + j) * kThreads;
+        if (j0 + j < kPer && v < kVecs) x[j] = load(r, v);
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (j0 + j < kPer && v0 + (j0 + j) * kThreads < kVecs) add8(acc[j], x[j]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int v = v0 + (j0 + j) * kThreads;
+      if (j0 + j >= kPer || v >= kVecs) continue;
+      const uint4 rv = round8(acc[j]);
+      s_row[v] = rv;
+      static_cast<uint4*>(a.latent_sum)[t * kVecs + v] = rv;
+      const unsigned w[4] = {rv.x, rv.y, rv.z, rv.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        squares = add(squares, mul(lo_of(w[i]), lo_of(w[i])));
+        squares = add(squares, mul(hi_of(w[i]), hi_of(w[i])));
+      }
     }
   }
   const float total = block_sum(squares, s_red);
@@ -177,10 +208,12 @@ __device__ __forceinline__ void norm_row(long long t, int ranks, Load&& load, co
   // spills on sm_100a); the reference computes it the same way.
   constexpr float kInvL = 1.0f / static_cast<float>(C::kL);
   const float inv = rsqrtf(add(mul(total, kInvL), C::kEps));
-  const uint4* gamma = static_cast<const uint4*>(a.gamma);
-  for (int v = static_cast<int>(threadIdx.x); v < kVecs; v += kThreads) {
-    const uint4 rv = s_row[v], g = gamma[v];
-    const unsigned w[4] = {rv.x, rv.y, rv.z, rv.w}, gw[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int v = v0 + j * kThreads;
+    if (v >= kVecs) continue;
+    const uint4 rv = s_row[v], gv = kGammaFirst ? g[kGammaFirst ? j : 0] : gamma[v];
+    const unsigned w[4] = {rv.x, rv.y, rv.z, rv.w}, gw[4] = {gv.x, gv.y, gv.z, gv.w};
     unsigned o[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
