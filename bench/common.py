@@ -145,8 +145,12 @@ def try_time_us(label, fn, sets, calls=CALLS, replays=REPLAYS):
 def kernel_times(fn, match, calls=3):
     """{kernel: mean device us over `calls` eager calls of fn} (CUPTI through torch.profiler) of the
     kernels whose names contain `match`, named by kernel_name."""
+    import warnings
+
     import torch
     from torch.profiler import ProfilerActivity, profile
+    # NOTE: one profile, one cycle: its "Profiler clears events at the end of each cycle" warning does not apply.
+    warnings.filterwarnings("ignore", message=".*Profiler clears events")
     fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
