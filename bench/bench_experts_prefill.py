@@ -2,13 +2,14 @@
 """Experts at prefill: moejit's prefill GEMMs (sm_90a: TMA, wgmma, warp-specialized) through the
 Python package on torch tensors, uniform routing, bf16:
 
-* each kernel of the op (CUPTI through torch.profiler, mean of enough eager calls to fill 200 ms, so
-  that the clock beside them is sampled) and the whole op (N calls
-  in a CUDA graph, median of replays, as common.py times everything), in TFLOP/s of the two GEMMs'
-  flops (6 T K H I), and as a fraction of the flops floor: the same flops at the rate torch's bf16
-  8192^3 matmul reaches in the same run (common.matmul_TFLOPs, timed as the op is);
+* each kernel of the op (CUPTI through torch.profiler over replays of a CUDA graph of N calls,
+  filling 200 ms so that the clock beside them is sampled: each kernel at the clock back-to-back
+  calls sustain) and the whole op (N calls in a CUDA graph, median of replays, as common.py times
+  everything), in TFLOP/s of the two GEMMs' flops (6 T K H I), and as a fraction of the flops
+  floor: the same flops at the rate torch's bf16 8192^3 matmul reaches in the same run
+  (common.matmul_TFLOPs, timed as the op is);
 * torch._grouped_mm on the same two GEMMs (rows already sorted by expert), its kernels timed as
-  moejit's are (CUPTI, mean of eager calls), in the same run;
+  moejit's are (CUPTI over replays of a graph of N calls of each GEMM), in the same run;
 * the SM clock the GPU held during each of those (nvidia-smi sampled every 50 ms: a 700 W H200 does
   not hold its boost clock on long bf16 GEMMs);
 * with --crossover T,...: the whole op on both paths (MOEJIT_EXPERTS_PATH=decode / prefill) at
@@ -47,6 +48,18 @@ def make_inputs(torch, op, tokens, seed):
     ids = torch.rand(tokens, E, device="cuda", generator=g).argsort(dim=1)[:, :K].to(torch.int32).contiguous()
     w = torch.rand(tokens, K, device="cuda", generator=g)
     return x, ids, w
+
+
+def kernel_times(fn, match, calls, call_us, method="graph"):
+    """({kernel: us a call}, method) of fn's kernels whose names contain `match`: inside a graph of
+    `calls` calls (common.graph_kernel_times), or -- where CUPTI reports no kernel of a graph, or
+    `method` says so -- over eager calls filling the same 200 ms window."""
+    if method == "graph":
+        times = common.graph_kernel_times(fn, match, calls)
+        if times:
+            return times, "graph"
+        print("  CUPTI saw no kernel inside the graph: kernels timed over eager calls", flush=True)
+    return common.kernel_times(fn, match, common.calls_for(call_us)), "eager"
 
 
 def main(argv=None):
@@ -89,9 +102,9 @@ def main(argv=None):
                 row["prefill_us"] = common.time_us(lambda: call("prefill")(), [()], a.calls, a.replays)
             row["clock_mhz"] = clock.mhz()
             if t in a.tokens:
-                # Enough eager calls that the clock is sampled over them (mean of the calls)
+                # Each kernel inside the op's graph, replayed for 200 ms or more so that the clock is sampled
                 with common.Clock() as kclock:
-                    row["kernels_us"] = common.kernel_times(call("prefill"), "experts_", common.calls_for(row["prefill_us"]))
+                    row["kernels_us"], row["kernels_method"] = kernel_times(call("prefill"), "experts_", a.calls, row["prefill_us"])
                 row["kernels_clock_mhz"] = kclock.mhz()
             if t in a.crossover:
                 row["decode_us"] = common.time_us(lambda: call("decode")(), [()], a.calls, a.replays)
@@ -103,16 +116,14 @@ def main(argv=None):
                 offs = torch.cumsum(counts, 0, dtype=torch.int32)
                 xs = x[order // K].contiguous()
                 h = torch.empty(t * K, I, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
-                # timed as moejit's kernels are: CUPTI over as many eager calls as fill the clock's window
+                # timed as moejit's kernels are (kernel_times: the same method, each GEMM its own graph)
                 k = row["kernels_us"]
-                n1 = common.calls_for(k.get("experts_prefill_kernel<1>"))
-                n2 = common.calls_for(k.get("experts_prefill_kernel<2>"))
+                gemms = [(lambda: torch._grouped_mm(xs, w13.transpose(1, 2), offs=offs), k.get("experts_prefill_kernel<1>")),
+                         (lambda: torch._grouped_mm(h, w2.transpose(1, 2), offs=offs), k.get("experts_prefill_kernel<2>"))]
                 with common.Clock() as tclock:
-                    g1 = common.attempt("grouped_mm GEMM1",
-                                        lambda: common.device_us(lambda: torch._grouped_mm(xs, w13.transpose(1, 2), offs=offs), n1))
-                    g2 = common.attempt("grouped_mm GEMM2",
-                                        lambda: common.device_us(lambda: torch._grouped_mm(h, w2.transpose(1, 2), offs=offs), n2))
-                row["grouped_mm_us"] = [g1, g2]
+                    row["grouped_mm_us"] = [
+                        common.attempt(f"grouped_mm GEMM{i + 1}", lambda: sum(kernel_times(fn, "", a.calls, us, row["kernels_method"])[0].values()) or None)
+                        for i, (fn, us) in enumerate(gemms)]
                 row["torch_clock_mhz"] = tclock.mhz()
                 del xs, h
             results.append(row)
@@ -128,8 +139,9 @@ def main(argv=None):
         torch.cuda.empty_cache()
 
     print()
+    methods = "/".join(sorted({r["kernels_method"] for r in results if "kernels_method" in r})) or "graph"
     print(f"flops floor: torch bf16 8192^3 matmul at {matmul:.0f} TFLOP/s ({mclock.mhz()} MHz); SM MHz: the op's graph / its kernels "
-          f"(CUPTI, eager) / grouped_mm's kernels (CUPTI, eager)")
+          f"(CUPTI, {methods}) / grouped_mm's kernels (CUPTI, {methods})")
     headers = ["op", "T", "rows/expert", "op us", "op TFLOP/s", "op % matmul", "GEMM1 us", "GEMM2 us", "GEMMs TFLOP/s",
                "GEMMs % matmul", "other kernels us", "grouped_mm GEMMs us", "GEMMs x grouped_mm", "SM MHz (op / kernels / torch)"]
     table = []

@@ -95,10 +95,12 @@ def set_count(bytes_per_set, calls=CALLS):
     return max(1, min(calls, -(-ROTATE_L2 * l2_bytes() // max(1, bytes_per_set))))
 
 
-def time_us(fn, sets, calls=CALLS, replays=REPLAYS):
+def capture(fn, sets, calls=CALLS, keep=True):
     """`calls` calls of fn, rotating through `sets` (tuples of arguments), captured in one CUDA
-    graph; median microseconds per call over `replays` replays. Warmed up first on a side stream,
-    so torch.compile compiles outside the capture and outside the timing."""
+    graph and replayed once; warmed up first on a side stream, so torch.compile compiles outside
+    the capture. With `keep`, every call's outputs live as long as the graph (no call writes into
+    another's L2-hot buffer); without, they are freed as captured and the graph's pool reuses them
+    (an op whose outputs would not fit 20 times). Returns (graph, outputs)."""
     import torch
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -108,22 +110,54 @@ def time_us(fn, sets, calls=CALLS, replays=REPLAYS):
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
-    keep = []  # every call's outputs live to the end: no call writes into another's L2-hot buffer
+    outputs = []
     with torch.cuda.graph(graph):
         for i in range(calls):
-            keep.append(fn(*sets[i % len(sets)]))
+            out = fn(*sets[i % len(sets)])
+            if keep:
+                outputs.append(out)
+            del out
     graph.replay()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1000 / calls)
+    return graph, outputs
+
+
+def replay_us(graph):
+    """Microseconds of one replay of `graph`."""
+    import torch
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    graph.replay()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) * 1000
+
+
+def time_us(fn, sets, calls=CALLS, replays=REPLAYS):
+    """`calls` calls of fn, rotating through `sets` (tuples of arguments), captured in one CUDA
+    graph; median microseconds per call over `replays` replays."""
+    graph, keep = capture(fn, sets, calls)
+    times = [replay_us(graph) / calls for _ in range(replays)]
     del graph, keep
     return statistics.median(times)
+
+
+def graph_kernel_times(fn, match, calls=CALLS, window_us=200_000, least=REPLAYS):
+    """{kernel: mean device us a call} (CUPTI through torch.profiler) of the kernels whose names
+    contain `match`, over replays of one CUDA graph of `calls` calls of fn: performance.md's timing
+    kernel by kernel, each kernel at the clock the calls sustain back to back (eager calls leave
+    gaps in which a power-capped GPU regains its clock). As many replays as fill `window_us` (at
+    least `least`), so that a Clock beside them samples them. Outputs are not kept (capture's
+    keep=False). {} where CUPTI reports no kernel of the graph."""
+    import torch
+    graph, _ = capture(fn, [()], calls, keep=False)
+    replays = max(least, min(200, int(window_us / max(replay_us(graph), 1.0))))
+    with _cuda_profile() as prof:
+        for _ in range(replays):
+            graph.replay()
+        torch.cuda.synchronize()
+    del graph
+    return _kernel_totals(prof, match, calls * replays)
 
 
 def attempt(label, timing):
@@ -145,18 +179,28 @@ def try_time_us(label, fn, sets, calls=CALLS, replays=REPLAYS):
 def kernel_times(fn, match, calls=3):
     """{kernel: mean device us over `calls` eager calls of fn} (CUPTI through torch.profiler) of the
     kernels whose names contain `match`, named by kernel_name."""
-    import warnings
-
     import torch
-    from torch.profiler import ProfilerActivity, profile
-    # NOTE: one profile, one cycle: its "Profiler clears events at the end of each cycle" warning does not apply.
-    warnings.filterwarnings("ignore", message=".*Profiler clears events")
     fn()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with _cuda_profile() as prof:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
+    return _kernel_totals(prof, match, calls)
+
+
+def _cuda_profile():
+    """torch.profiler over CUDA activity (CUPTI)."""
+    import warnings
+
+    from torch.profiler import ProfilerActivity, profile
+    # NOTE: one profile, one cycle: its "Profiler clears events at the end of each cycle" warning does not apply.
+    warnings.filterwarnings("ignore", message=".*Profiler clears events")
+    return profile(activities=[ProfilerActivity.CUDA])
+
+
+def _kernel_totals(prof, match, calls):
+    """{kernel_name: device us a call} of a profile's kernels whose names contain `match`."""
     out = {}
     for evt in prof.key_averages():
         if match not in evt.key:
@@ -229,6 +273,12 @@ def device_us(fn, calls=3):
     """Microseconds of device time per eager call of fn: every kernel it launches, through CUPTI
     as kernel_times measures moejit's, so that two sides compared kernel by kernel are timed alike."""
     return sum(kernel_times(fn, "", calls).values())
+
+
+def graph_device_us(fn, calls=CALLS):
+    """Microseconds of device time per call of fn in a graph of `calls` (graph_kernel_times, every
+    kernel); None where CUPTI reports none."""
+    return sum(graph_kernel_times(fn, "", calls).values()) or None
 
 
 class Clock:
