@@ -106,9 +106,9 @@ __device__ __forceinline__ float tanh_accurate(float x) {
   return r;
 }
 
-template <class T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  T v[N];
+template <class T, int kN>
+struct alignas(sizeof(T) * kN) Vec {
+  T v[kN];
 };
 
 /// 16 bytes of shared memory in one ld.shared.v4 that NVVM cannot rewrite: its vectorizer splits
@@ -128,10 +128,10 @@ __device__ __forceinline__ float4 load_shared_float4(const float* p) {
   return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
 }
 
-template <class T, int N>
-__device__ __forceinline__ Vec<T, N> load_vec(const T* p) { return *reinterpret_cast<const Vec<T, N>*>(p); }
-template <class T, int N>
-__device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) { *reinterpret_cast<Vec<T, N>*>(p) = v; }
+template <class T, int kN>
+__device__ __forceinline__ Vec<T, kN> load_vec(const T* p) { return *reinterpret_cast<const Vec<T, kN>*>(p); }
+template <class T, int kN>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, kN>& v) { *reinterpret_cast<Vec<T, kN>*>(p) = v; }
 
 constexpr bool is_pow2(long long x) { return x > 0 && (x & (x - 1)) == 0; }
 

@@ -9,7 +9,7 @@
 namespace moejit {
 namespace wgmma {
 
-template <class T, int N>
+template <class T, int kN>
 struct Mma;
 
 template <>
