@@ -275,12 +275,6 @@ def device_us(fn, calls=3):
     return sum(kernel_times(fn, "", calls).values())
 
 
-def graph_device_us(fn, calls=CALLS):
-    """Microseconds of device time per call of fn in a graph of `calls` (graph_kernel_times, every
-    kernel); None where CUPTI reports none."""
-    return sum(graph_kernel_times(fn, "", calls).values()) or None
-
-
 class Clock:
     """The SM clock, sampled by nvidia-smi every 50 ms while `with` runs; median MHz (None where
     unavailable). A 700 W H200 does not hold its boost clock on long bf16 GEMMs. The window
