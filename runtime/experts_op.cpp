@@ -274,7 +274,8 @@ class ExpertsOp final : public Op {
     const auto* weights = static_cast<const float*>(at(b, weights_));
     const auto* map = static_cast<const int*>(at(b, map_));
     const ExpertsGemmArgs g1{at(b, x_), at(b, w13_), at(b, b13_), weights, nullptr, nullptr, nullptr, h_.ptr(), 1, at(b, ids_), map};
-    one_[0]->launch({static_cast<unsigned>(spec_.topk), static_cast<unsigned>(spec_.intermediate / 8), 1}, g1, stream, pdl_ || hints.chained);
+    one_[0]->launch({static_cast<unsigned>(spec_.topk), static_cast<unsigned>(spec_.intermediate / kExpertsGemm1Columns), 1}, g1, stream,
+                    pdl_ || hints.chained);
     const ExpertsGemmArgs g2{h_.ptr(), at(b, w2_), at(b, b2_), weights, nullptr, nullptr, nullptr, b[static_cast<std::size_t>(y_)].ptr, 1,
                              at(b, ids_), map, stash_regions_};
     one_[1]->launch({static_cast<unsigned>(spec_.hidden / kExpertsOneTokenColumns), 1, 1}, g2, stream, true);
@@ -317,10 +318,10 @@ class ExpertsOp final : public Op {
     const auto grid_x = static_cast<unsigned>(max_tiles(tokens, n));
     const auto* weights = static_cast<const float*>(at(b, weights_));
     const ExpertsGemmArgs g1{at(b, x_), at(b, w13_), at(b, b13_), weights, sorted, tiles, count, h_.ptr(), tokens};
-    gemm1_[large]->launch({grid_x, static_cast<unsigned>(spec_.intermediate / (8 * tiling_.groups1)), 1}, g1, stream, true);
+    gemm1_[large]->launch({grid_x, static_cast<unsigned>(spec_.intermediate / (kExpertsGemm1Columns * tiling_.groups1)), 1}, g1, stream, true);
     void* gemm2_out = spec_.masked() ? b[static_cast<std::size_t>(y_)].ptr : o_.ptr();
     const ExpertsGemmArgs g2{h_.ptr(), at(b, w2_), at(b, b2_), weights, sorted, tiles, count, gemm2_out, tokens};
-    gemm2_[large]->launch({grid_x, static_cast<unsigned>(spec_.hidden / (16 * tiling_.groups2)), 1}, g2, stream, true);
+    gemm2_[large]->launch({grid_x, static_cast<unsigned>(spec_.hidden / (kExpertsGemm2Columns * tiling_.groups2)), 1}, g2, stream, true);
     if (spec_.masked()) return;
     combine(b, tokens, position, stream);
   }

@@ -49,8 +49,8 @@ const nlohmann::json& experts_rings() {
 ExpertsTiling experts_tiling(const ExpertsSpec& s) {
   ExpertsTiling t;
   const std::int64_t experts_at_one_token = s.masked() ? s.num_experts : std::min<std::int64_t>(s.topk, s.num_experts);
-  t.split1 = k_splits(s.hidden, experts_at_one_token * s.intermediate / 8);
-  t.split2 = k_splits(s.intermediate, experts_at_one_token * s.hidden / 16);
+  t.split1 = k_splits(s.hidden, experts_at_one_token * s.intermediate / kExpertsGemm1Columns);
+  t.split2 = k_splits(s.intermediate, experts_at_one_token * s.hidden / kExpertsGemm2Columns);
   // At most 256 threads a CTA: more K-split warps take fewer row groups.
   t.groups1 = t.split1 > 2 ? 2 : 4;
   t.groups2 = t.split2 > 2 ? 2 : 4;

@@ -47,6 +47,11 @@ inline constexpr int kExpertsPrefillStoreRows = 16;  ///< rows a TMA store of th
 inline constexpr int kExpertsPrefillStaging = 8 * 2 * 16 * 64 * 2;
 inline constexpr int kExpertsGatherThreads = 256;
 
+/// The columns a row group of the decode GEMMs computes (experts.cuh): GEMM1's h columns, GEMM2's
+/// output columns; a CTA holds groups1 or groups2 of them.
+inline constexpr int kExpertsGemm1Columns = 8;
+inline constexpr int kExpertsGemm2Columns = 16;
+
 /// Tile rows of the two compiled GEMM sizes; a call takes the small one while the rows an
 /// active expert holds on average fit it.
 inline constexpr int kExpertsSmallTile = 8;
