@@ -32,6 +32,9 @@ using detail::DeviceBuffer;
 using detail::Kernel;
 
 constexpr int kExchangeMinBlocks = 16;
+constexpr int kExchangeMaxBlocks = 64;
+constexpr int kBf16Vector = 8;  // bf16 elements a 16-byte vector of the gather and permute kernels
+constexpr int kPermuteCtasPerSm = 4;
 
 // What ranks exchange to reach each other's peer buffers.
 struct PeerInfo {
@@ -346,7 +349,7 @@ struct LatentMoE::Impl {
     a.tokens = tokens;
     a.timeout_ns = peer_timeout_ns();
     a.rank = rank;
-    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(tokens, kExchangeMinBlocks, 64));
+    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(tokens, kExchangeMinBlocks, kExchangeMaxBlocks));
     exchange_kernel->launch({blocks, 1, 1}, a, stream);
   }
 
@@ -360,7 +363,7 @@ struct LatentMoE::Impl {
     g.tokens = tokens;
     g.timeout_ns = peer_timeout_ns();
     g.rank = rank;
-    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / 8, 256), 1, ctx.device().sm_count));
+    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / kBf16Vector, kTailThreads), 1, ctx.device().sm_count));
     gather_kernel->launch({blocks, 1, 1}, g, stream, /*pdl=*/true);
   }
 
@@ -399,7 +402,7 @@ struct LatentMoE::Impl {
     upproj(u, c.w, tokens, stream);
     allgather(slice_out.ptr(), ag_out.ptr(), tokens * shard, *comm, stream);
     TailPermuteArgs p{ag_out.ptr(), c.out, tokens};
-    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / 8, 256), 1, 4 * ctx.device().sm_count));
+    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / kBf16Vector, kTailThreads), 1, kPermuteCtasPerSm * ctx.device().sm_count));
     permute_kernel->launch({blocks, 1, 1}, p, stream);
   }
 
@@ -432,7 +435,7 @@ LatentMoE::LatentMoE(Context& context, std::shared_ptr<const OpSpec> op, Communi
     return kernel;
   };
   m.tiling = detail::latent_tail_tiling(*spec);
-  m.norm_kernel = load(detail::kTailNorm, 256);
+  m.norm_kernel = load(detail::kTailNorm, kTailThreads);
   for (std::size_t i = 0; i < m.upproj_kernels.size(); ++i) {
     m.upproj_kernels[i] = load(detail::kTailUpProj[i], static_cast<unsigned>(32 * m.tiling.groups * m.tiling.split));
   }
@@ -442,9 +445,9 @@ LatentMoE::LatentMoE(Context& context, std::shared_ptr<const OpSpec> op, Communi
     }
   }
   if (spec->tp_size > 1) {
-    m.exchange_kernel = load(detail::kTailExchange, 256);
-    m.gather_kernel = load(detail::kTailGather, 256);
-    m.permute_kernel = load(detail::kTailPermute, 256);
+    m.exchange_kernel = load(detail::kTailExchange, kTailThreads);
+    m.gather_kernel = load(detail::kTailGather, kTailThreads);
+    m.permute_kernel = load(detail::kTailPermute, kTailThreads);
   }
   m.allocate();
   if (m.upproj_tc[0]) {

@@ -38,7 +38,7 @@ namespace tail {
 
 using bf16 = __nv_bfloat16;
 inline constexpr int kPhases = 3;
-inline constexpr int kThreads = 256;  // norm, exchange, gather, permute
+inline constexpr int kThreads = kTailThreads;  // norm, exchange, gather, permute
 inline constexpr int kTokenTile = 64;  // the most tokens an up-projection CTA takes
 inline constexpr unsigned kEmpty2 = 0x80008000u;  // two empty bf16 slots
 

@@ -7,6 +7,8 @@
 namespace moejit {
 
 inline constexpr int kTailMaxRanks = 8;
+/// Threads of a CTA of the norm, exchange, gather and permute kernels.
+inline constexpr int kTailThreads = 256;
 
 // The up projection's sm_90a kernel (tail_upproj_tc_kernel): CTAs of `rows` W rows (a multiple
 // of 8, at most wgmma's 64; the contract's tc_rows), two consumer warpgroups splitting L (each
