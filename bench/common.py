@@ -269,12 +269,6 @@ def matmul_TFLOPs(n=8192, calls=CALLS, replays=REPLAYS):
     return 2.0 * n ** 3 / (us * 1e-6) / 1e12
 
 
-def device_us(fn, calls=3):
-    """Microseconds of device time per eager call of fn: every kernel it launches, through CUPTI
-    as kernel_times measures moejit's, so that two sides compared kernel by kernel are timed alike."""
-    return sum(kernel_times(fn, "", calls).values())
-
-
 class Clock:
     """The SM clock, sampled by nvidia-smi every 50 ms while `with` runs; median MHz (None where
     unavailable). A 700 W H200 does not hold its boost clock on long bf16 GEMMs. The window
