@@ -46,6 +46,12 @@ struct PeerInfo {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// CTAs of kTailThreads for `tokens` rows of `hidden` bf16 elements a thread a 16-byte vector, at
+// least one and at most `most` (the gather and permute kernels loop over what is left).
+unsigned vector_blocks(std::int64_t tokens, std::int64_t hidden, std::int64_t most) {
+  return static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * hidden / kBf16Vector, kTailThreads), 1, most));
+}
+
 /// The index of the smallest token tile of `tiles` (ascending) that holds `tokens`; past the
 /// largest, the largest (its CTAs side by side).
 template <std::size_t N>
@@ -363,8 +369,7 @@ struct LatentMoE::Impl {
     g.tokens = tokens;
     g.timeout_ns = peer_timeout_ns();
     g.rank = rank;
-    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / kBf16Vector, kTailThreads), 1, ctx.device().sm_count));
-    gather_kernel->launch({blocks, 1, 1}, g, stream, /*pdl=*/true);
+    gather_kernel->launch({vector_blocks(tokens, spec.hidden, ctx.device().sm_count), 1, 1}, g, stream, /*pdl=*/true);
   }
 
   // Base: all-gather the partials (the shared ones overlapped on a second stream with their own
@@ -402,8 +407,7 @@ struct LatentMoE::Impl {
     upproj(u, c.w, tokens, stream);
     allgather(slice_out.ptr(), ag_out.ptr(), tokens * shard, *comm, stream);
     TailPermuteArgs p{ag_out.ptr(), c.out, tokens};
-    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(tokens * spec.hidden / kBf16Vector, kTailThreads), 1, kPermuteCtasPerSm * ctx.device().sm_count));
-    permute_kernel->launch({blocks, 1, 1}, p, stream);
+    permute_kernel->launch({vector_blocks(tokens, spec.hidden, kPermuteCtasPerSm * ctx.device().sm_count), 1, 1}, p, stream);
   }
 
   void run(std::span<const Buffer> b, std::int64_t tokens, CUstream stream, bool chained) const {
