@@ -50,16 +50,17 @@ def make_inputs(torch, op, tokens, seed):
     return x, ids, w
 
 
-def kernel_times(fn, match, calls, call_us, method="graph"):
+def kernel_times(fn, match, calls, call_us, clock, method="graph"):
     """({kernel: us a call}, method) of fn's kernels whose names contain `match`: inside a graph of
     `calls` calls (common.graph_kernel_times), or -- where CUPTI reports no kernel of a graph, or
-    `method` says so -- over eager calls filling the same 200 ms window."""
+    `method` says so -- over eager calls filling the same 200 ms window; `clock` (common.Clock)
+    samples the timed calls alone."""
     if method == "graph":
-        times = common.graph_kernel_times(fn, match, calls)
+        times = common.graph_kernel_times(fn, match, calls, clock=clock)
         if times:
             return times, "graph"
         print("  CUPTI saw no kernel inside the graph: kernels timed over eager calls", flush=True)
-    return common.kernel_times(fn, match, common.calls_for(call_us)), "eager"
+    return common.kernel_times(fn, match, common.calls_for(call_us), clock=clock), "eager"
 
 
 def main(argv=None):
@@ -103,8 +104,8 @@ def main(argv=None):
             row["clock_mhz"] = clock.mhz()
             if t in a.tokens:
                 # Each kernel inside the op's graph, replayed for 200 ms or more so that the clock is sampled
-                with common.Clock() as kclock:
-                    row["kernels_us"], row["kernels_method"] = kernel_times(call("prefill"), "experts_", a.calls, row["prefill_us"])
+                kclock = common.Clock()
+                row["kernels_us"], row["kernels_method"] = kernel_times(call("prefill"), "experts_", a.calls, row["prefill_us"], kclock)
                 row["kernels_clock_mhz"] = kclock.mhz()
             if t in a.crossover:
                 row["decode_us"] = common.time_us(lambda: call("decode")(), [()], a.calls, a.replays)
@@ -120,10 +121,10 @@ def main(argv=None):
                 k = row["kernels_us"]
                 gemms = [(lambda: torch._grouped_mm(xs, w13.transpose(1, 2), offs=offs), k.get("experts_prefill_kernel<1>")),
                          (lambda: torch._grouped_mm(h, w2.transpose(1, 2), offs=offs), k.get("experts_prefill_kernel<2>"))]
-                with common.Clock() as tclock:
-                    row["grouped_mm_us"] = [
-                        common.attempt(f"grouped_mm GEMM{i + 1}", lambda: sum(kernel_times(fn, "", a.calls, us, row["kernels_method"])[0].values()) or None)
-                        for i, (fn, us) in enumerate(gemms)]
+                tclock = common.Clock()
+                row["grouped_mm_us"] = [
+                    common.attempt(f"grouped_mm GEMM{i + 1}", lambda: sum(kernel_times(fn, "", a.calls, us, tclock, row["kernels_method"])[0].values()) or None)
+                    for i, (fn, us) in enumerate(gemms)]
                 row["torch_clock_mhz"] = tclock.mhz()
                 del xs, h
             results.append(row)

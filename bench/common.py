@@ -6,6 +6,7 @@ torch is imported inside the functions that need a GPU, so `--help` and the offl
 
   python3 bench/common.py summary OUT_DIR    # the summary lines of every driver's JSON in OUT_DIR
 """
+import contextlib
 import json
 import os
 import statistics
@@ -142,20 +143,21 @@ def time_us(fn, sets, calls=CALLS, replays=REPLAYS):
     return statistics.median(times)
 
 
-def graph_kernel_times(fn, match, calls=CALLS, window_us=200_000, least=REPLAYS):
+def graph_kernel_times(fn, match, calls=CALLS, window_us=200_000, least=REPLAYS, clock=None):
     """{kernel: mean device us a call} (CUPTI through torch.profiler) of the kernels whose names
     contain `match`, over replays of one CUDA graph of `calls` calls of fn: performance.md's timing
     kernel by kernel, each kernel at the clock the calls sustain back to back (eager calls leave
     gaps in which a power-capped GPU regains its clock). As many replays as fill `window_us` (at
-    least `least`), so that a Clock beside them samples them. Outputs are not kept (capture's
-    keep=False). {} where CUPTI reports no kernel of the graph."""
+    least `least`), which `clock` (a Clock) samples, opened around the replays alone. Outputs are
+    not kept (capture's keep=False). {} where CUPTI reports no kernel of the graph."""
     import torch
     graph, _ = capture(fn, [()], calls, keep=False)
     replays = max(least, min(200, int(window_us / max(replay_us(graph), 1.0))))
     with _cuda_profile() as prof:
-        for _ in range(replays):
-            graph.replay()
-        torch.cuda.synchronize()
+        with clock or contextlib.nullcontext():
+            for _ in range(replays):
+                graph.replay()
+            torch.cuda.synchronize()
     del graph
     return _kernel_totals(prof, match, calls * replays)
 
@@ -176,16 +178,18 @@ def try_time_us(label, fn, sets, calls=CALLS, replays=REPLAYS):
     return attempt(label, lambda: time_us(fn, sets, calls, replays))
 
 
-def kernel_times(fn, match, calls=3):
+def kernel_times(fn, match, calls=3, clock=None):
     """{kernel: mean device us over `calls` eager calls of fn} (CUPTI through torch.profiler) of the
-    kernels whose names contain `match`, named by kernel_name."""
+    kernels whose names contain `match`, named by kernel_name; `clock` (a Clock) opened around the
+    calls alone."""
     import torch
     fn()
     torch.cuda.synchronize()
     with _cuda_profile() as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
+        with clock or contextlib.nullcontext():
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
     return _kernel_totals(prof, match, calls)
 
 
@@ -273,7 +277,12 @@ class Clock:
     """The SM clock, sampled by nvidia-smi every 50 ms while `with` runs; median MHz (None where
     unavailable). A 700 W H200 does not hold its boost clock on long bf16 GEMMs. The window
     opens once sampling has started (nvidia-smi takes ~0.1-0.5 s to start), so a short window
-    still gets the samples its length allows: time 200 ms or more for a median worth reading."""
+    still gets the samples its length allows: time 200 ms or more for a median worth reading.
+    Entered again, it adds the new window's samples to the ones before (one clock over the two
+    GEMMs of a side, each timed on its own)."""
+
+    def __init__(self):
+        self.kept = []
 
     def __enter__(self):
         self.samples = []
@@ -303,12 +312,12 @@ class Clock:
             self.proc.terminate()
             self.proc.wait()
             self.reader.join(timeout=1)
+        self.kept += self.samples[self.first:] or self.samples  # all of them, where none fell inside
         return False
 
     def mhz(self):
-        """The median of the samples taken inside the window (of all, where none fell inside)."""
-        inside = self.samples[self.first:] or self.samples
-        return statistics.median(inside) if inside else None
+        """The median of the samples taken inside the windows."""
+        return statistics.median(self.kept) if self.kept else None
 
 
 def calls_for(us, window_us=200_000, least=3, most=200):

@@ -123,6 +123,19 @@ class Common(unittest.TestCase):
         self.assertEqual(common.calls_for(100), 200)  # at most 200
         self.assertEqual(common.calls_for(None), 3)
 
+    def test_clock_keeps_each_windows_samples(self):
+        clock = common.Clock()
+        self.assertIsNone(clock.mhz())
+        # two windows, each with a sample from before it opened (nvidia-smi's first, at idle)
+        for window in ([1980, 1400, 1410], [1980, 1430]):
+            clock.samples, clock.first, clock.proc = list(window), 1, None
+            clock.__exit__(None, None, None)
+        self.assertEqual(clock.kept, [1400, 1410, 1430])
+        self.assertEqual(clock.mhz(), 1410)
+        clock.samples, clock.first = [1700], 1  # none inside: the window's samples all the same
+        clock.__exit__(None, None, None)
+        self.assertEqual(clock.kept[-1], 1700)
+
     def test_json_records_the_date_and_gpu(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "out.json")
