@@ -86,7 +86,22 @@ WarmupEntry entry_of(const detail::WarmupOutcome& o) {
   return e;
 }
 
+// The archs a spec's ops compile for: `archs`, or the spec's own where empty.
+std::span<const std::string> archs_of(const Spec& spec, std::span<const std::string> archs) {
+  return archs.empty() ? std::span<const std::string>(spec.archs) : archs;
+}
+
 }  // namespace
+
+std::vector<Contract> warmup_contracts(const Spec& spec, std::span<const std::string> archs) {
+  std::vector<Contract> all;
+  for (const auto& op : spec.ops) {
+    for (const auto& arch : archs_of(spec, archs)) {
+      for (auto& c : contracts(*op, arch)) all.push_back(std::move(c));
+    }
+  }
+  return all;
+}
 
 std::size_t WarmupReport::count(std::string_view source) const noexcept {
   return static_cast<std::size_t>(std::ranges::count_if(entries, [&](const WarmupEntry& e) { return e.source == source; }));
@@ -103,7 +118,7 @@ WarmupReport warmup(std::span<const Spec> specs, const Options& options, std::sp
   std::vector<detail::WarmupJob> jobs;
   for (const auto& spec : specs) {
     for (const auto& op : spec.ops) {
-      for (const auto& arch : archs.empty() ? std::span<const std::string>(spec.archs) : archs) {
+      for (const auto& arch : archs_of(spec, archs)) {
         for (auto& c : contracts(*op, arch)) jobs.push_back({fmt::format("{} {}", spec.file, op->name), std::move(c)});
       }
     }

@@ -23,17 +23,6 @@ struct Opts {
   bool quiet = false;
 };
 
-// Every contract of the spec, for `archs` or, when empty, the spec's own.
-std::vector<Contract> contracts_of(const Spec& spec, const std::vector<std::string>& archs) {
-  std::vector<Contract> all;
-  for (const auto& op : spec.ops) {
-    for (const auto& arch : archs.empty() ? spec.archs : archs) {
-      for (auto& c : contracts(*op, arch)) all.push_back(std::move(c));
-    }
-  }
-  return all;
-}
-
 void print_table(const WarmupReport& report) {
   fmt::print("{:<44} {:<8} {:<9} {:>7} {:>5} {:>6}  {}\n", "spec op", "arch", "source", "time", "regs", "spill", "key");
   for (const auto& e : report.entries) {
@@ -86,7 +75,7 @@ Action add_warmup(CLI::App& app) {
       const auto t_open = std::chrono::steady_clock::now();
       detail::Cache fresh(options, compiler);
       const auto t0 = std::chrono::steady_clock::now();
-      const auto spec_contracts = contracts_of(load_spec(spec.file), o->archs);
+      const auto spec_contracts = warmup_contracts(load_spec(spec.file), o->archs);
       for (const auto& c : spec_contracts) fresh.get(c);
       const auto ms = [](auto from, auto to) { return std::chrono::duration<double, std::milli>(to - from).count(); };
       std::set<std::string> unique;

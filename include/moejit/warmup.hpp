@@ -3,6 +3,7 @@
 /// `moejit.warmup()` run. Needs no GPU: NVRTC compiles the contracts into the disk cache, where
 /// a later Context::load on any machine of the same arch finds them.
 
+#include <moejit/contract.hpp>
 #include <moejit/options.hpp>
 #include <moejit/spec.hpp>
 
@@ -43,6 +44,10 @@ struct WarmupReport {
 
 /// Called as each entry finishes, from the thread that finished it (calls never overlap).
 using WarmupProgress = std::function<void(const WarmupEntry& done, std::size_t finished, std::size_t total)>;
+
+/// The contracts a warmup of `spec` compiles: each op's for `archs`, or for the spec's own archs
+/// when `archs` is empty, op by op (what a warm start of the spec loads).
+std::vector<Contract> warmup_contracts(const Spec& spec, std::span<const std::string> archs = {});
 
 /// Compiles every contract of `specs` -- each op for the spec's archs, or for `archs` when not
 /// empty -- into the disk cache that `options` names, on options.jobs threads, each key once,
