@@ -86,20 +86,21 @@ WarmupEntry entry_of(const detail::WarmupOutcome& o) {
   return e;
 }
 
-// The archs a spec's ops compile for: `archs`, or the spec's own where empty.
-std::span<const std::string> archs_of(const Spec& spec, std::span<const std::string> archs) {
-  return archs.empty() ? std::span<const std::string>(spec.archs) : archs;
+// f(op, contract) for each contract a warmup of `spec` compiles, in warmup_contracts' order.
+template <class F>
+void each_contract(const Spec& spec, std::span<const std::string> archs, F&& f) {
+  for (const auto& op : spec.ops) {
+    for (const auto& arch : archs.empty() ? std::span<const std::string>(spec.archs) : archs) {
+      for (auto& c : contracts(*op, arch)) f(*op, std::move(c));
+    }
+  }
 }
 
 }  // namespace
 
 std::vector<Contract> warmup_contracts(const Spec& spec, std::span<const std::string> archs) {
   std::vector<Contract> all;
-  for (const auto& op : spec.ops) {
-    for (const auto& arch : archs_of(spec, archs)) {
-      for (auto& c : contracts(*op, arch)) all.push_back(std::move(c));
-    }
-  }
+  each_contract(spec, archs, [&](const OpSpec&, Contract c) { all.push_back(std::move(c)); });
   return all;
 }
 
@@ -117,11 +118,7 @@ WarmupReport warmup(std::span<const Spec> specs, const Options& options, std::sp
   }
   std::vector<detail::WarmupJob> jobs;
   for (const auto& spec : specs) {
-    for (const auto& op : spec.ops) {
-      for (const auto& arch : archs_of(spec, archs)) {
-        for (auto& c : contracts(*op, arch)) jobs.push_back({fmt::format("{} {}", spec.file, op->name), std::move(c)});
-      }
-    }
+    each_contract(spec, archs, [&](const OpSpec& op, Contract c) { jobs.push_back({fmt::format("{} {}", spec.file, op.name), std::move(c)}); });
   }
   detail::Compiler compiler(options.cuda_home);
   detail::Cache cache(options, compiler);
