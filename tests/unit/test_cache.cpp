@@ -781,6 +781,16 @@ TEST_CASE("the public warmup compiles each contract of the specs once, then find
   const auto wider = warmup(specs, options, both);
   CHECK((wider.entries.size() == 4 && wider.count("disk") == 2 && wider.count("compiled") == 2));
 
+  // warmup_contracts lists what a warmup of one spec compiles (a warm start loads): op by op,
+  // each for the spec's archs or for the archs given.
+  const auto listed = warmup_contracts(specs[0]);
+  REQUIRE(listed.size() == 2);
+  CHECK((listed[0].arch() == "sm_90a" && listed[0].text() != listed[1].text()));
+  const auto listed_both = warmup_contracts(specs[0], both);
+  REQUIRE(listed_both.size() == 4);
+  CHECK((listed_both[0].arch() == "sm_90a" && listed_both[1].arch() == "sm_100a" && listed_both[0].text() != listed_both[1].text()));
+  CHECK(listed_both[0] == listed[0]);
+
   const std::vector<std::string> bad = {"sm_80"};
   try {
     warmup(specs, options, bad);
