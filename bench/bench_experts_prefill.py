@@ -14,7 +14,7 @@ Python package on torch tensors, uniform routing, bf16:
   not hold its boost clock on long bf16 GEMMs);
 * with --crossover T,...: the whole op on both paths (MOEJIT_EXPERTS_PATH=decode / prefill) at
   those T, and the fewest rows an expert from which the prefill path is faster -- the value
-  runtime/experts_crossover.json keeps.
+  runtime/experts_crossover.json keeps (in the table of the GPU it ran on).
 
   PYTHONPATH=.carry/python python3 bench/bench_experts_prefill.py [--tokens 8192,16384] [--ops deepseek_v3]
       [--crossover 64,128,256,512,1024,2048] [--json FILE]
@@ -79,8 +79,8 @@ def main(argv=None):
     dev = torch.cuda.get_device_name()
     stamp = common.run_stamp()
     print(common.stamp_line(stamp) + "; experts at prefill, uniform routing, bf16", flush=True)
-    with common.Clock() as mclock:
-        matmul = common.matmul_TFLOPs(calls=a.calls, replays=a.replays)
+    mclock = common.Clock()
+    matmul = common.matmul_TFLOPs(calls=a.calls, replays=a.replays, clock=mclock)
     print(f"  flops yardstick: torch bf16 8192^3 matmul {matmul:.0f} TFLOP/s at {mclock.mhz()} MHz", flush=True)
     results = []
     for name in [n for n in a.ops.split(",") if n]:
@@ -99,8 +99,8 @@ def main(argv=None):
             def call(path):
                 return lambda: loaded[path](x=x, topk_ids=ids, topk_weights=w, w13=w13, w2=w2, y=y)
 
-            with common.Clock() as clock:
-                row["prefill_us"] = common.time_us(lambda: call("prefill")(), [()], a.calls, a.replays)
+            clock = common.Clock()
+            row["prefill_us"] = common.time_us(lambda: call("prefill")(), [()], a.calls, a.replays, clock)
             row["clock_mhz"] = clock.mhz()
             if t in a.tokens:
                 # Each kernel inside the op's graph, replayed for 200 ms or more so that the clock is sampled

@@ -134,11 +134,13 @@ def replay_us(graph):
     return start.elapsed_time(stop) * 1000
 
 
-def time_us(fn, sets, calls=CALLS, replays=REPLAYS):
+def time_us(fn, sets, calls=CALLS, replays=REPLAYS, clock=None):
     """`calls` calls of fn, rotating through `sets` (tuples of arguments), captured in one CUDA
-    graph; median microseconds per call over `replays` replays."""
+    graph; median microseconds per call over `replays` replays, which `clock` (a Clock) samples,
+    opened around the replays alone (not the capture, when the GPU idles at its boost clock)."""
     graph, keep = capture(fn, sets, calls)
-    times = [replay_us(graph) / calls for _ in range(replays)]
+    with clock or contextlib.nullcontext():
+        times = [replay_us(graph) / calls for _ in range(replays)]
     del graph, keep
     return statistics.median(times)
 
@@ -260,14 +262,14 @@ def eager_us(fn, calls=CALLS, replays=REPLAYS, warmup=2):
     return statistics.median(times)
 
 
-def matmul_TFLOPs(n=8192, calls=CALLS, replays=REPLAYS):
+def matmul_TFLOPs(n=8192, calls=CALLS, replays=REPLAYS, clock=None):
     """The flops yardstick (performance.md): torch's bf16 n x n x n matmul on random data, timed as
     everything is (calls in a graph, median of replays: the clock it sustains under the power cap
-    included), in TFLOP/s."""
+    included), in TFLOP/s; `clock` as time_us's."""
     import torch
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    us = time_us(lambda x, y: x @ y, [(a, b)], calls, replays)
+    us = time_us(lambda x, y: x @ y, [(a, b)], calls, replays, clock)
     del a, b
     torch.cuda.empty_cache()
     return 2.0 * n ** 3 / (us * 1e-6) / 1e12
