@@ -6,6 +6,8 @@
 // combine.
 #include <moejit/error.hpp>
 
+#include "experts_crossover.hpp"
+
 #include "compiler/ops/experts.hpp"
 #include "device.hpp"
 #include "kernel.hpp"
@@ -29,17 +31,23 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 std::string_view experts_crossover_json();
 
-namespace {
-
-// Rows an active expert holds on average from which a call takes the prefill GEMMs: the entry
-// of the same (hidden, intermediate), else the default.
-std::int64_t prefill_crossover(const ExpertsSpec& s) {
+const nlohmann::json& experts_crossover_data() {
   static const nlohmann::json data = nlohmann::json::parse(experts_crossover_json());
-  for (const auto& e : data.at("entries")) {
-    if (e.at("hidden") == s.hidden && e.at("intermediate") == s.intermediate) return e.at("crossover_rows").get<std::int64_t>();
-  }
-  return data.at("default_crossover_rows").get<std::int64_t>();
+  return data;
 }
+
+std::int64_t prefill_crossover_rows(const nlohmann::json& data, std::string_view gpu, const ExpertsSpec& s) {
+  for (const auto& table : data.at("tables")) {
+    if (gpu.find(table.at("gpu").get_ref<const std::string&>()) == std::string_view::npos) continue;
+    for (const auto& e : table.at("entries")) {
+      if (e.at("hidden") == s.hidden && e.at("intermediate") == s.intermediate) return e.at("crossover_rows").get<std::int64_t>();
+    }
+    return table.at("default_crossover_rows").get<std::int64_t>();
+  }
+  throw Error({.kind = ErrorKind::internal, .message = "runtime/experts_crossover.json has no table for this GPU", .found = std::string(gpu)});
+}
+
+namespace {
 
 // The index of the tensor called `name` in the op's launch order, or -1.
 int tensor_index(const std::vector<TensorDecl>& tensors, std::string_view name) {
@@ -115,7 +123,7 @@ class ExpertsOp final : public Op {
           *slot = std::move(k);
         }
       }
-      crossover_ = prefill_crossover(spec_);
+      crossover_ = prefill_crossover_rows(experts_crossover_data(), context.device().name, spec_);
     }
     const auto& t = tensors();
     for (auto [name, index] : {std::pair{"x", &x_}, {"topk_ids", &ids_}, {"topk_weights", &weights_}, {"expert_num_tokens", &counts_},
