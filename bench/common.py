@@ -8,6 +8,7 @@ torch is imported inside the functions that need a GPU, so `--help` and the offl
 """
 import contextlib
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -92,8 +93,9 @@ def l2_bytes():
 
 
 def set_count(bytes_per_set, calls=CALLS):
-    """How many input sets one graph rotates through so that its calls span ROTATE_L2 L2s (1 to calls)."""
-    return max(1, min(calls, -(-ROTATE_L2 * l2_bytes() // max(1, bytes_per_set))))
+    """How many input sets one graph rotates through so that its calls span ROTATE_L2 L2s (1 to calls);
+    `bytes_per_set` may be fractional (an expected count of bytes)."""
+    return int(max(1, min(calls, math.ceil(ROTATE_L2 * l2_bytes() / max(1, bytes_per_set)))))
 
 
 def capture(fn, sets, calls=CALLS, keep=True):

@@ -117,6 +117,20 @@ class Common(unittest.TestCase):
             self.assertEqual(common.summary(tmp), ["routing: routing line", "activation: activation line"])
 
 
+    def test_set_count_takes_fractional_bytes(self):
+        # bench_experts's touched_bytes is an expected count (E (1 - (1 - K/E)^T) experts' bytes)
+        l2 = common.l2_bytes
+        common.l2_bytes = lambda: 50 << 20
+        try:
+            n = common.set_count(75.5e6, 20)
+            self.assertIsInstance(n, int)
+            self.assertEqual(n, 3)  # 150 MiB over 75.5 MB, rounded up
+            self.assertEqual(common.set_count(1e12, 20), 1)
+            self.assertEqual(common.set_count(1.0, 20), 20)
+            self.assertEqual(list(range(common.set_count(3.3e6, 20))), list(range(20)))
+        finally:
+            common.l2_bytes = l2
+
     def test_calls_fill_the_clock_window(self):
         self.assertEqual(common.calls_for(12000), 16)  # 192 ms of a 12 ms op
         self.assertEqual(common.calls_for(100000), 3)  # at least 3
