@@ -69,6 +69,17 @@ struct BenchResult {
 /// reading `set_bytes` (hot tensors, one buffer bound in every set, count for none): 1 to calls.
 int set_count(const Context& context, std::size_t set_bytes, int calls);
 
+/// The fewest bytes and the flops of a call: what its floors divide.
+struct Work {
+  double bytes = 0;
+  double flops = 0;
+};
+/// The mean Work of `windows` calls of `tokens` tokens, call w on token rows [w tokens, (w + 1)
+/// tokens) of `host` (a token-major op's tensors, filled for at least windows x tokens rows): the
+/// harness's bytes_moved and flops of each window (its rows brought to the front and put back
+/// after). Each window routes its own rows, so one window's count of experts is not the mean's.
+Work mean_work(const OpSpec& spec, std::span<reference::HostTensor> host, std::int64_t tokens, std::int64_t windows);
+
 /// How bench_case times an op.
 struct BenchPlan {
   int variant = 0;   ///< which of the harness's bench_inputs()

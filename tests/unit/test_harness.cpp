@@ -1,10 +1,11 @@
 // The generic part of the references (reference/harness.cpp): rows spread over threads each run
 // once, tensors made from an op's declarations, the table of op families, and the sampled rows
-// a check can compare alone.
+// a check can compare alone, and the mean work of the windows a bench rotates through.
 #include <moejit/error.hpp>
 #include <moejit/spec.hpp>
 
 #include "reference/harness.hpp"
+#include "tools/op_runner.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -135,4 +136,28 @@ TEST_CASE("a token-major op's reference gives the sampled rows alone the whole c
       CHECK(harness.compare(op, sampled, got, static_cast<std::int64_t>(rows.size())).empty());
     }
   }
+}
+
+TEST_CASE("a bench's bytes and flops are the mean of the windows its calls run on, the rows put back after", "[reference][harness]") {
+  const auto spec = parse_spec(R"({"op": "experts", "hidden": 128, "intermediate": 64, "num_experts": 8, "topk": 2, )"
+                               R"("activation": {"kind": "silu"}})",
+                               "e.json");
+  const auto& op = *spec.ops[0];
+  auto host = make_tensors(op, 6);
+  std::size_t ids = 0;
+  while (op.tensors()[ids].name != "topk_ids") ++ids;
+  // three windows of two tokens: experts {0, 1}, {0, 1, 2, 3}, {4, 5, 6}
+  const std::vector<std::int32_t> routing = {0, 1, 1, 0, 0, 1, 2, 3, 4, 5, 6, 4};
+  std::copy(routing.begin(), routing.end(), host[ids].as<std::int32_t>());
+  const auto before = host;
+  const auto& harness = harness_for(op.family());
+  const auto first = tools::mean_work(op, host, 2, 1);
+  CHECK(first.bytes == harness.bytes_moved(op, host, 2));
+  CHECK(first.flops == harness.flops(op, host, 2));
+  const auto mean = tools::mean_work(op, host, 2, 3);
+  // the experts' bytes as the mean of 2, 4 and 3 experts; the rest and the flops as every window's
+  const double expert_bytes = 3.0 * 128 * 64 * 2;
+  CHECK(mean.bytes == Approx(first.bytes + (3.0 - 2.0) * expert_bytes));
+  CHECK(mean.flops == Approx(first.flops));
+  for (std::size_t i = 0; i < host.size(); ++i) CHECK(host[i].data == before[i].data);
 }
