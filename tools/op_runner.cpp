@@ -173,15 +173,16 @@ int set_count(const Context& context, std::size_t set_bytes, int calls) {
 namespace {
 
 // Moves the first `rows` token rows of each token-extent tensor (token-major) to its end, so that
-// the rows after them lead.
+// the rows after them lead; negative `rows` moves the last -rows rows to the front.
 void rotate_rows(const OpSpec& spec, std::span<HostTensor> host, std::int64_t rows) {
   const auto decls = spec.tensors();
   for (std::size_t i = 0; i < host.size(); ++i) {
-    if (!has_token_extent(decls[i])) continue;
     auto& data = host[i].data;
-    if (data.empty()) continue;
-    const std::size_t offset = (decls[i].bytes_for(rows) - decls[i].bytes_for(0)) % data.size();
-    std::rotate(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(offset), data.end());
+    if (!has_token_extent(decls[i]) || data.empty()) continue;
+    const auto size = static_cast<std::int64_t>(data.size());
+    const auto row = static_cast<std::int64_t>(decls[i].bytes_for(1) - decls[i].bytes_for(0));
+    const std::int64_t offset = (rows % size * row % size + size) % size;
+    std::rotate(data.begin(), data.begin() + offset, data.end());
   }
 }
 
@@ -196,14 +197,7 @@ Work mean_work(const OpSpec& spec, std::span<HostTensor> host, std::int64_t toke
     work.bytes += harness.bytes_moved(spec, host, tokens) / static_cast<double>(windows);
     work.flops += harness.flops(spec, host, tokens) / static_cast<double>(windows);
   }
-  // back to the first window's rows: the rest of the rotation around the tensors' rows
-  const auto decls = spec.tensors();
-  for (std::size_t i = 0; i < host.size(); ++i) {
-    if (!has_token_extent(decls[i]) || host[i].data.empty()) continue;
-    auto& data = host[i].data;
-    const std::size_t shifted = static_cast<std::size_t>(windows - 1) * (decls[i].bytes_for(tokens) - decls[i].bytes_for(0)) % data.size();
-    std::rotate(data.begin(), data.begin() + static_cast<std::ptrdiff_t>((data.size() - shifted) % data.size()), data.end());
-  }
+  rotate_rows(spec, host, -(windows - 1) * tokens);  // the first window's rows in front again
   return work;
 }
 
