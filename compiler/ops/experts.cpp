@@ -1,5 +1,7 @@
 #include "experts.hpp"
 
+#include <moejit/error.hpp>
+
 #include "activation.hpp"
 #include "compiler/codegen.hpp"
 #include "sm90_target.hpp"
@@ -41,6 +43,12 @@ namespace {
 // others measured faster), read once.
 const nlohmann::json& experts_rings() {
   static const nlohmann::json data = nlohmann::json::parse(experts_rings_json());
+  return data;
+}
+
+// The prefill tiles' measured overrides (compiler/ops/experts_prefill_tiles.json), read once.
+const nlohmann::json& experts_prefill_tiles() {
+  static const nlohmann::json data = nlohmann::json::parse(experts_prefill_tiles_json());
   return data;
 }
 
@@ -141,7 +149,11 @@ int ExpertsPrefillTiling::shared_bytes(int gemm) const noexcept {
   return stages * (kExpertsPrefillRows + n) * 128 + 1024 + 48 * stages + 64 + kExpertsPrefillStaging;
 }
 
-ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch) noexcept {
+ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch) {
+  return experts_prefill_tiling(s, arch, experts_prefill_tiles());
+}
+
+ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch, const nlohmann::json& overrides) {
   ExpertsPrefillTiling t;
   if (arch != "sm_90a") return t;  // wgmma: sm_90a only (sm_100's tcgen05 path is not written)
   // N of the wgmma shapes templates/wgmma.cuh holds; GEMM1's N is 2 cols1. GELU (erf): erfc's
@@ -151,10 +163,24 @@ ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_vi
                                                       : largest_divisor(s.intermediate, {128, 120, 96, 64});
   t.n2 = largest_divisor(s.hidden, {256, 240, 192, 128});
   if (t.cols1 == 0 || t.n2 == 0) return t;
-  t.stages1 = stages_for((kExpertsPrefillRows + 2 * t.cols1) * 128);
-  t.stages2 = stages_for((kExpertsPrefillRows + t.n2) * 128);
   t.band1 = band_for(s.hidden);
   t.band2 = band_for(s.intermediate);
+  for (const auto& e : overrides.at("entries")) {
+    if (e.at("hidden").get<std::int64_t>() != s.hidden || e.at("intermediate").get<std::int64_t>() != s.intermediate) continue;
+    if (e.contains("activation") && e.at("activation").get<std::string>() != to_string(s.activation.kind)) continue;
+    t.cols1 = e.value("cols1", t.cols1);
+    t.n2 = e.value("n2", t.n2);
+    t.band1 = e.value("band1", t.band1);
+    t.band2 = e.value("band2", t.band2);
+    // a wgmma N (8 to 256, whole n8 blocks) dividing the output, and bands of at least a tile
+    const auto fits = [](std::int64_t n, std::int64_t of) { return n >= 8 && n <= 256 && n % 8 == 0 && of % n == 0; };
+    if (!fits(2 * t.cols1, 2 * s.intermediate) || !fits(t.n2, s.hidden) || t.band1 < 1 || t.band2 < 1) {
+      throw Error({.kind = ErrorKind::internal, .message = "compiler/ops/experts_prefill_tiles.json: an entry the prefill GEMMs cannot take",
+                   .found = e.dump()});
+    }
+  }
+  t.stages1 = stages_for((kExpertsPrefillRows + 2 * t.cols1) * 128);
+  t.stages2 = stages_for((kExpertsPrefillRows + t.n2) * 128);
   t.ok = true;
   return t;
 }

@@ -5,6 +5,8 @@
 
 #include "spec/ops/experts.hpp"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <string_view>
 #include <vector>
 
@@ -25,11 +27,14 @@ struct ExpertsTiling {
 ExpertsTiling experts_tiling(const ExpertsSpec& s);
 /// compiler/ops/experts_rings.json, embedded: the measured ring depths experts_tiling() reads.
 std::string_view experts_rings_json();
+/// compiler/ops/experts_prefill_tiles.json: the prefill tiles' measured overrides.
+std::string_view experts_prefill_tiles_json();
 
 /// The prefill GEMMs' tiling (templates/experts_prefill.cuh; sm_90a only): tiles of 128 rows,
 /// GEMM1's N = 2 cols1 (gate and up rows), GEMM2's n2; stages of 64 k in shared memory; bands
-/// of tiles a persistent CTA sweeps N tile by N tile. `ok` is false where no wgmma N divides
-/// the shape (the decode kernels then take every call).
+/// of tiles a persistent CTA sweeps N tile by N tile. The model's tiles, or an entry of
+/// compiler/ops/experts_prefill_tiles.json for the shape (measured faster). `ok` is false where
+/// no wgmma N divides the shape (the decode kernels then take every call).
 struct ExpertsPrefillTiling {
   bool ok = false;
   int cols1 = 0, n2 = 0;
@@ -38,7 +43,9 @@ struct ExpertsPrefillTiling {
   /// Dynamic shared memory a prefill GEMM CTA takes (its ring, its barriers, 1 KB for alignment).
   int shared_bytes(int gemm) const noexcept;
 };
-ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch) noexcept;
+ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch);
+/// The same with `overrides` in the place of the shipped experts_prefill_tiles.json (tests).
+ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_view arch, const nlohmann::json& overrides);
 inline constexpr int kExpertsPrefillRows = 128;
 inline constexpr int kExpertsPrefillThreads = 384;
 inline constexpr int kExpertsPrefillStoreRows = 16;  ///< rows a TMA store of the epilogue writes (a warp's)

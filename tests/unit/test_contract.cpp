@@ -385,6 +385,58 @@ TEST_CASE("experts: every measured ring entry is well-formed and applies to its 
   }
 }
 
+TEST_CASE("experts: a prefill tile override applies to its shape (and activation) alone, and one the GEMMs cannot take is refused", "[contract][experts]") {
+  const auto spec_of = [](std::int64_t hidden, std::int64_t intermediate, const char* activation) {
+    return std::dynamic_pointer_cast<const ExpertsSpec>(parse_spec(
+        fmt::format(R"({{"op": "experts", "hidden": {}, "intermediate": {}, "num_experts": 64, "topk": 4, "activation": {{"kind": "{}"}}}})",
+                    hidden, intermediate, activation),
+        "t.json").ops[0]);
+  };
+  const auto qwen3 = spec_of(2048, 768, "silu");
+  const auto model = experts_prefill_tiling(*qwen3, "sm_90a", nlohmann::json::parse(R"({"entries": []})"));
+  CHECK(model.cols1 == 128);
+  CHECK(model.n2 == 256);
+  CHECK(model.stages1 == 4);
+  CHECK(model.stages2 == 4);
+  const auto data = nlohmann::json::parse(R"({"entries": [
+    {"hidden": 2048, "intermediate": 768, "n2": 128, "band1": 4},
+    {"hidden": 2048, "intermediate": 768, "activation": "gelu", "cols1": 32}]})");
+  const auto t = experts_prefill_tiling(*qwen3, "sm_90a", data);
+  CHECK(t.ok);
+  CHECK(t.cols1 == 128);  // the gelu entry is not silu's
+  CHECK(t.n2 == 128);
+  CHECK(t.stages2 == 6);  // the stages follow the tiles: (128 + 128) rows x 128 bytes a stage
+  CHECK(t.band1 == 4);
+  CHECK(t.band2 == model.band2);
+  const auto gelu = experts_prefill_tiling(*spec_of(2048, 768, "gelu"), "sm_90a", data);
+  CHECK(gelu.cols1 == 32);
+  CHECK(gelu.stages1 == 6);
+  CHECK(experts_prefill_tiling(*spec_of(2048, 1536, "silu"), "sm_90a", data).n2 == 256);  // another shape: the model's
+  for (const char* bad : {R"({"hidden": 2048, "intermediate": 768, "n2": 96})", R"({"hidden": 2048, "intermediate": 768, "cols1": 256})",
+                          R"({"hidden": 2048, "intermediate": 768, "cols1": 100})", R"({"hidden": 2048, "intermediate": 768, "band2": 0})"}) {
+    INFO(bad);
+    const auto refused = nlohmann::json{{"entries", nlohmann::json::array({nlohmann::json::parse(bad)})}};
+    CHECK_THROWS_AS(experts_prefill_tiling(*qwen3, "sm_90a", refused), Error);
+  }
+}
+
+TEST_CASE("experts: the shipped prefill tile overrides are documented, and each is its shape's", "[contract][experts]") {
+  const auto data = nlohmann::json::parse(experts_prefill_tiles_json());
+  for (const char* field : {"about", "model_note"}) CHECK_FALSE(data.at(field).get<std::string>().empty());
+  for (const auto& e : data.at("entries")) {
+    INFO(e.dump());
+    for (const char* field : {"note", "command", "device"}) CHECK_FALSE(e.at(field).get<std::string>().empty());
+    const auto spec = std::dynamic_pointer_cast<const ExpertsSpec>(parse_spec(
+        fmt::format(R"({{"op": "experts", "hidden": {}, "intermediate": {}, "num_experts": 64, "topk": 4, "activation": {{"kind": "{}"}}}})",
+                    e.at("hidden").get<std::int64_t>(), e.at("intermediate").get<std::int64_t>(), e.value("activation", "silu")),
+        "t.json").ops[0]);
+    const auto t = experts_prefill_tiling(*spec, "sm_90a");
+    for (const auto& [field, got] : {std::pair{"cols1", t.cols1}, {"n2", t.n2}, {"band1", t.band1}, {"band2", t.band2}}) {
+      if (e.contains(field)) CHECK(got == e.at(field).get<int>());
+    }
+  }
+}
+
 TEST_CASE("experts: the decode and one-token GEMMs' rings, and the one-token GEMM2 stashes the slots that fit when the SMs hold its whole grid", "[contract][experts]") {
   const auto spec_of = [](const std::string& fields) {
     return std::dynamic_pointer_cast<const ExpertsSpec>(
