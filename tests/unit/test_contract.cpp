@@ -37,6 +37,14 @@ const std::string kSitu = R"({"op": "activation", "kind": "situ", "beta": 4.0, "
 
 Toolchain toolchain() { return Toolchain{"13.0", {"-std=c++17", "-default-device", "--ptxas-options=-v"}}; }
 
+// An experts op of this shape and activation (64 experts, top-4): the key of the measured data.
+std::shared_ptr<const ExpertsSpec> experts_shape(std::int64_t hidden, std::int64_t intermediate, const std::string& activation = "silu") {
+  return std::dynamic_pointer_cast<const ExpertsSpec>(parse_spec(
+      fmt::format(R"({{"op": "experts", "hidden": {}, "intermediate": {}, "num_experts": 64, "topk": 4, "activation": {{"kind": "{}"}}}})",
+                  hidden, intermediate, activation),
+      "t.json").ops[0]);
+}
+
 }  // namespace
 
 TEST_CASE("the canonical text holds every field and nothing else", "[contract]") {
@@ -366,10 +374,7 @@ TEST_CASE("experts: every measured ring entry is well-formed and applies to its 
     INFO(e.dump());
     CHECK_FALSE(e.at("note").get<std::string>().empty());
     const auto hidden = e.at("hidden").get<std::int64_t>(), intermediate = e.at("intermediate").get<std::int64_t>();
-    const auto spec = std::dynamic_pointer_cast<const ExpertsSpec>(
-        parse_spec(fmt::format(R"({{"op": "experts", "hidden": {}, "intermediate": {}, "num_experts": 64, "topk": 4, "activation": {{"kind": "silu"}}}})",
-                               hidden, intermediate), "t.json").ops[0]);
-    const auto t = experts_tiling(*spec);
+    const auto t = experts_tiling(*experts_shape(hidden, intermediate));
     const std::pair<const char*, int> rings[] = {{"ring1", t.ring1}, {"ring2", t.ring2}, {"ring_one", t.ring_one}};
     for (const auto& [ring, got] : rings) {
       const auto& v = e.contains(ring) ? e.at(ring) : defaults.at(ring);
@@ -377,22 +382,14 @@ TEST_CASE("experts: every measured ring entry is well-formed and applies to its 
       CHECK(got == v.get<int>());
     }
     // A neighbouring shape keeps the defaults.
-    const auto other = std::dynamic_pointer_cast<const ExpertsSpec>(
-        parse_spec(fmt::format(R"({{"op": "experts", "hidden": {}, "intermediate": {}, "num_experts": 64, "topk": 4, "activation": {{"kind": "silu"}}}})",
-                               hidden + 64, intermediate), "t.json").ops[0]);
+    const auto other = experts_shape(hidden + 64, intermediate);
     CHECK(experts_tiling(*other).ring1 == defaults.at("ring1").get<int>());
     CHECK(experts_tiling(*other).ring_one == defaults.at("ring_one").get<int>());
   }
 }
 
 TEST_CASE("experts: a prefill tile override applies to its shape (and activation) alone, and one the GEMMs cannot take is refused", "[contract][experts]") {
-  const auto spec_of = [](std::int64_t hidden, std::int64_t intermediate, const char* activation) {
-    return std::dynamic_pointer_cast<const ExpertsSpec>(parse_spec(
-        fmt::format(R"({{"op": "experts", "hidden": {}, "intermediate": {}, "num_experts": 64, "topk": 4, "activation": {{"kind": "{}"}}}})",
-                    hidden, intermediate, activation),
-        "t.json").ops[0]);
-  };
-  const auto qwen3 = spec_of(2048, 768, "silu");
+  const auto qwen3 = experts_shape(2048, 768);
   const auto model = experts_prefill_tiling(*qwen3, "sm_90a", nlohmann::json::parse(R"({"entries": []})"));
   CHECK(model.cols1 == 128);
   CHECK(model.n2 == 256);
@@ -408,10 +405,10 @@ TEST_CASE("experts: a prefill tile override applies to its shape (and activation
   CHECK(t.stages2 == 6);  // the stages follow the tiles: (128 + 128) rows x 128 bytes a stage
   CHECK(t.band1 == 4);
   CHECK(t.band2 == model.band2);
-  const auto gelu = experts_prefill_tiling(*spec_of(2048, 768, "gelu"), "sm_90a", data);
+  const auto gelu = experts_prefill_tiling(*experts_shape(2048, 768, "gelu"), "sm_90a", data);
   CHECK(gelu.cols1 == 32);
   CHECK(gelu.stages1 == 6);
-  CHECK(experts_prefill_tiling(*spec_of(2048, 1536, "silu"), "sm_90a", data).n2 == 256);  // another shape: the model's
+  CHECK(experts_prefill_tiling(*experts_shape(2048, 1536), "sm_90a", data).n2 == 256);  // another shape: the model's
   for (const char* bad : {R"({"hidden": 2048, "intermediate": 768, "n2": 96})", R"({"hidden": 2048, "intermediate": 768, "cols1": 256})",
                           R"({"hidden": 2048, "intermediate": 768, "cols1": 100})", R"({"hidden": 2048, "intermediate": 768, "band2": 0})"}) {
     INFO(bad);
@@ -426,11 +423,7 @@ TEST_CASE("experts: the shipped prefill tile overrides are documented, and each 
   for (const auto& e : data.at("entries")) {
     INFO(e.dump());
     for (const char* field : {"note", "command", "device"}) CHECK_FALSE(e.at(field).get<std::string>().empty());
-    const auto spec = std::dynamic_pointer_cast<const ExpertsSpec>(parse_spec(
-        fmt::format(R"({{"op": "experts", "hidden": {}, "intermediate": {}, "num_experts": 64, "topk": 4, "activation": {{"kind": "{}"}}}})",
-                    e.at("hidden").get<std::int64_t>(), e.at("intermediate").get<std::int64_t>(), e.value("activation", "silu")),
-        "t.json").ops[0]);
-    const auto t = experts_prefill_tiling(*spec, "sm_90a");
+    const auto t = experts_prefill_tiling(*experts_shape(e.at("hidden"), e.at("intermediate"), e.value("activation", "silu")), "sm_90a");
     for (const auto& [field, got] : {std::pair{"cols1", t.cols1}, {"n2", t.n2}, {"band1", t.band1}, {"band2", t.band2}}) {
       if (e.contains(field)) CHECK(got == e.at(field).get<int>());
     }
