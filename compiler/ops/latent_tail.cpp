@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <span>
 
 namespace moejit::detail {
 
@@ -59,10 +58,10 @@ std::vector<Contract> latent_tail_contracts(const OpSpec& op, std::string_view a
   Contract c("latent_tail", std::string(arch), "latent_tail.cuh");
   const bool multi = s.tp_size > 1;
   std::string kernels(kTailNorm);
-  // Where the tensor-core kernel applies it takes every call (faster than the streamer at every T).
+  for (auto role : kTailUpProj) kernels += fmt::format(",{}", role);
   const bool tc = latent_tail_tc(s, arch);
-  for (auto role : tc ? std::span<const std::string_view>(kTailUpProjTc) : std::span<const std::string_view>(kTailUpProj)) {
-    kernels += fmt::format(",{}", role);
+  if (tc) {
+    for (auto role : kTailUpProjTc) kernels += fmt::format(",{}", role);
   }
   if (multi) kernels += fmt::format(",{},{},{}", kTailExchange, kTailGather, kTailPermute);
   c.set("tp_size", std::to_string(s.tp_size))
@@ -86,7 +85,7 @@ std::vector<Contract> latent_tail_contracts(const OpSpec& op, std::string_view a
       .constant("int", "kGroups", std::to_string(t.groups))
       .constant("int", "kTcRows", std::to_string(t.tc_rows));
   std::vector<StubBuilder::Kernel> list = {{std::string(kTailNorm), "moejit::tail_norm_kernel", "moejit::TailNormArgs"}};
-  for (std::size_t i = 0; !tc && i < kTailUpProj.size(); ++i) {
+  for (std::size_t i = 0; i < kTailUpProj.size(); ++i) {
     list.push_back({std::string(kTailUpProj[i]), fmt::format("moejit::tail_upproj_kernel<{}>", kTailUpProjTokens[i] / 8), "moejit::TailUpArgs"});
   }
   for (std::size_t i = 0; tc && i < kTailUpProjTc.size(); ++i) {

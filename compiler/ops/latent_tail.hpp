@@ -21,19 +21,18 @@ struct TailTiling {
 };
 TailTiling latent_tail_tiling(const LatentTailSpec& s) noexcept;
 
-/// Whether the contract has the sm_90a up projection (kTailUpProjTc) in place of the streamer's
-/// (kTailUpProj): sm_90a, L in whole 128-wide halves, and tp 1 (the stripes of tp > 1 are 14-112
-/// CTAs of 64 rows; they keep the streamer).
+/// Whether the contract has the sm_90a up projection (kTailUpProjTc): sm_90a, L in whole 128-wide
+/// halves, and tp 1 (the stripes of tp > 1 are 14-112 CTAs of 64 rows; they keep the streamer).
 bool latent_tail_tc(const LatentTailSpec& s, std::string_view arch) noexcept;
 
 /// Kernel roles of a latent-tail contract: RMSNorm (and the fused path's reduce), the up
-/// projection at four token-tile sizes on the streamer or three on the tensor cores (picked per
-/// call), and for tp > 1 the fused path's exchange, the base path's gather and permute.
+/// projection at four token-tile sizes (picked per call), and for tp > 1 the fused path's
+/// exchange, the base path's gather and permute.
 inline constexpr std::string_view kTailNorm = "norm";
 inline constexpr std::array<std::string_view, 4> kTailUpProj = {"upproj_n8", "upproj_n16", "upproj_n32", "upproj_n64"};
 inline constexpr std::array<int, 4> kTailUpProjTokens = {8, 16, 32, 64};  ///< tokens a CTA of each size takes
-/// The up projection on sm_90a's tensor cores (TMA + wgmma) at three token tiles: what every call
-/// takes where the contract has it (latent_tail_tc).
+/// The up projection on sm_90a's tensor cores (TMA + wgmma) at three token tiles: what calls of
+/// more than 8 tokens take where the contract has it (latent_tail_tc).
 inline constexpr std::array<std::string_view, 3> kTailUpProjTc = {"upproj_tc16", "upproj_tc32", "upproj_tc64"};
 inline constexpr std::array<int, 3> kTailUpProjTcTokens = {16, 32, 64};
 inline constexpr std::string_view kTailExchange = "exchange";
