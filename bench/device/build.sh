@@ -32,4 +32,7 @@ if [[ " ${targets[*]} " == *" _moejit "* ]]; then
   cp python/moejit/*.py .carry/python/moejit/
   for so in build-dev/python/moejit/_moejit*.so; do strip -o ".carry/python/moejit/$(basename "$so")" "$so"; done
 fi
+# The commit the binaries were built at, for run.sh's first line: the GPU machine's copy of the
+# tree may carry an older .git.
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench/results' || echo '+changes') $(date -u +%FT%TZ)" > .carry/BUILT
 du -sh .carry

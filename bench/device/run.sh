@@ -96,7 +96,8 @@ stopped() {
 }
 trap stopped TERM INT
 
-say "run.sh at $(git rev-parse --short HEAD 2>/dev/null || echo '(no git here)'), $(date -u +%FT%TZ): ${steps[*]}"
+built=$(cat "$B/BUILT" 2>/dev/null || echo "unknown (carry $B/BUILT, which build.sh writes)")
+say "run.sh, $(date -u +%FT%TZ): ${steps[*]}; binaries built at $built"
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$OUT/run.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/run.txt"
 run_step warmup bash -c "$WARMUP" "$B/moejit"
