@@ -71,6 +71,18 @@ ExpertsTiling experts_tiling(const ExpertsSpec& s) {
   for (const auto& e : experts_rings().at("entries")) {
     if (e.at("hidden").get<std::int64_t>() == s.hidden && e.at("intermediate").get<std::int64_t>() == s.intermediate) rings(e);
   }
+  // The spec's own choices last (validated against the templates' rules when it was read).
+  const auto force = [](int& field, int value) {
+    if (value > 0) field = value;
+  };
+  const ExpertsTiles& f = s.tiles;
+  force(t.groups1, f.groups1);
+  force(t.split1, f.split1);
+  force(t.groups2, f.groups2);
+  force(t.split2, f.split2);
+  force(t.ring1, f.ring1);
+  force(t.ring2, f.ring2);
+  force(t.ring_one, f.ring_one);
   return t;
 }
 
@@ -162,6 +174,9 @@ ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_vi
   t.cols1 = s.activation.kind == ActivationKind::gelu ? largest_divisor(s.intermediate, {64})
                                                       : largest_divisor(s.intermediate, {128, 120, 96, 64});
   t.n2 = largest_divisor(s.hidden, {256, 240, 192, 128});
+  const ExpertsTiles& f = s.tiles;  // the spec's own choices, over the model's and the data's
+  if (f.cols1 > 0) t.cols1 = f.cols1;
+  if (f.n2 > 0) t.n2 = f.n2;
   if (t.cols1 == 0 || t.n2 == 0) return t;
   t.band1 = band_for(s.hidden);
   t.band2 = band_for(s.intermediate);
@@ -172,13 +187,19 @@ ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_vi
     t.n2 = e.value("n2", t.n2);
     t.band1 = e.value("band1", t.band1);
     t.band2 = e.value("band2", t.band2);
-    // a wgmma N (8 to 256, whole n8 blocks) dividing the output, and bands of at least a tile
-    const auto fits = [](std::int64_t n, std::int64_t of) { return n >= 8 && n <= 256 && n % 8 == 0 && of % n == 0; };
+    // a wgmma N the templates hold dividing the output, and bands of at least a tile
+    const auto fits = [](std::int64_t n, std::int64_t of) {
+      return std::ranges::find(ExpertsTiles::kWgmmaN, n) != ExpertsTiles::kWgmmaN.end() && of % n == 0;
+    };
     if (!fits(2 * t.cols1, 2 * s.intermediate) || !fits(t.n2, s.hidden) || t.band1 < 1 || t.band2 < 1) {
       throw Error({.kind = ErrorKind::internal, .message = "compiler/ops/experts_prefill_tiles.json: an entry the prefill GEMMs cannot take",
                    .found = e.dump()});
     }
   }
+  if (f.cols1 > 0) t.cols1 = f.cols1;
+  if (f.n2 > 0) t.n2 = f.n2;
+  if (f.band1 > 0) t.band1 = f.band1;
+  if (f.band2 > 0) t.band2 = f.band2;
   t.stages1 = stages_for((kExpertsPrefillRows + 2 * t.cols1) * 128);
   t.stages2 = stages_for((kExpertsPrefillRows + t.n2) * 128);
   t.ok = true;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <utility>
 
 namespace moejit {
 
@@ -40,7 +41,83 @@ ActivationParams read_activation(detail::SpecReader& r) {
   return p;
 }
 
+// The values of [lo, hi] (in steps of `step`) that `ok` takes, listed for an error message.
+template <class Ok>
+std::string allowed(int lo, int hi, int step, Ok&& ok) {
+  std::string out;
+  for (int v = lo; v <= hi; v += step) {
+    if (ok(v)) out += fmt::format("{}{}", out.empty() ? "" : ", ", v);
+  }
+  return out;
+}
+
+// One of `tiles`' fields: an integer in [lo, hi], a multiple of `step`, that `ok` takes (`why`
+// says what it failed, `rule` what the allowed values have in common); 0 where absent.
+template <class Ok>
+int tile(detail::SpecReader& t, std::string_view key, int lo, int hi, int step, Ok&& ok, std::string_view why, std::string_view rule) {
+  if (!t.has(key)) {
+    t.allow(key);
+    return 0;
+  }
+  const auto v = static_cast<int>(t.integer(key, lo, hi));
+  if (v % step != 0 || !ok(v)) {
+    t.fail(key, fmt::format("{} {} {}", key, v, why), fmt::format("one of {} ({})", allowed(lo, hi, step, ok), rule));
+  }
+  return v;
+}
+
+// A decode GEMM's CTA shape: row groups and K-split warps, set together, at most kMaxWarps.
+void cta_shape(detail::SpecReader& t, std::string_view groups_key, std::string_view split_key, int& groups, int& split) {
+  if (t.has(groups_key) != t.has(split_key)) {
+    const auto missing = t.has(groups_key) ? split_key : groups_key;
+    t.fail(missing, fmt::format("{} and {} are set together (the warps of a CTA)", groups_key, split_key),
+           fmt::format("an integer in [1, {}]", ExpertsTiles::kMaxWarps));
+  }
+  if (groups * split > ExpertsTiles::kMaxWarps) {
+    t.fail(split_key, fmt::format("{} x {} = {} x {} warps exceed a CTA's {}", groups_key, split_key, groups, split, ExpertsTiles::kMaxWarps),
+           fmt::format("at most {} / {} = {}", ExpertsTiles::kMaxWarps, groups_key, ExpertsTiles::kMaxWarps / groups));
+  }
+}
+
+ExpertsTiles read_tiles(detail::SpecReader& r, const ExpertsSpec& s) {
+  r.allow("tiles");
+  ExpertsTiles x;
+  if (!r.has("tiles")) return x;
+  detail::SpecReader t(r.value("tiles"), r.file(), r.pointer_to("tiles"));
+  const int h = s.hidden, i = s.intermediate, w = ExpertsTiles::kMaxWarps;
+  constexpr int kBlockK = 32;  // k a decode GEMM's warp loads a block (templates/weight_stream.cuh)
+  x.groups1 = tile(t, "groups1", 1, w, 1, [i](int v) { return i % (8 * v) == 0; },
+                   fmt::format("does not split intermediate {} into CTAs of 8 x groups1 h columns", i), "intermediate / 8 divisible by it");
+  x.split1 = tile(t, "split1", 1, w, 1, [h](int v) { return h / kBlockK % v == 0; },
+                  fmt::format("does not split hidden {}'s {} k blocks of 32 evenly", h, h / kBlockK), "hidden / 32 divisible by it");
+  cta_shape(t, "groups1", "split1", x.groups1, x.split1);
+  x.groups2 = tile(t, "groups2", 1, w, 1, [h](int v) { return h % (16 * v) == 0; },
+                   fmt::format("does not split hidden {} into CTAs of 16 x groups2 output columns", h), "hidden / 16 divisible by it");
+  x.split2 = tile(t, "split2", 1, w, 1, [i](int v) { return i / kBlockK % v == 0; },
+                  fmt::format("does not split intermediate {}'s {} k blocks of 32 evenly", i, i / kBlockK), "intermediate / 32 divisible by it");
+  cta_shape(t, "groups2", "split2", x.groups2, x.split2);
+  const auto any = [](int) { return true; };
+  x.ring1 = tile(t, "ring1", 1, ExpertsTiles::kMaxRing, 1, any, "", "");
+  x.ring2 = tile(t, "ring2", 1, ExpertsTiles::kMaxRing, 1, any, "", "");
+  if (s.masked()) t.forbid("ring_one", "applies only to layout standard (the one-token kernels)");
+  x.ring_one = tile(t, "ring_one", 1, ExpertsTiles::kMaxRing, 1, any, "", "");
+  const auto wgmma_n = [](int n) { return std::ranges::find(ExpertsTiles::kWgmmaN, n) != ExpertsTiles::kWgmmaN.end(); };
+  const int n_max = ExpertsTiles::kWgmmaN.back();
+  x.cols1 = tile(t, "cols1", 8, n_max / 2, 8, [&](int v) { return wgmma_n(2 * v) && i % v == 0; },
+                 fmt::format("is not a wgmma N / 2 dividing intermediate {}", i), "2 cols1 a wgmma N, dividing intermediate");
+  x.n2 = tile(t, "n2", 8, n_max, 8, [&](int v) { return wgmma_n(v) && h % v == 0; },
+              fmt::format("is not a wgmma N dividing hidden {}", h), "a wgmma N dividing hidden");
+  x.band1 = static_cast<int>(t.integer("band1", 1, ExpertsTiles::kMaxBand, 0));
+  x.band2 = static_cast<int>(t.integer("band2", 1, ExpertsTiles::kMaxBand, 0));
+  t.finish();
+  return x;
+}
+
 }  // namespace
+
+bool ExpertsTiles::any() const noexcept {
+  return groups1 || split1 || groups2 || split2 || ring1 || ring2 || ring_one || cols1 || n2 || band1 || band2;
+}
 
 std::shared_ptr<OpSpec> parse_experts(detail::SpecReader& r) {
   auto s = std::make_shared<ExpertsSpec>();
@@ -78,6 +155,7 @@ std::shared_ptr<OpSpec> parse_experts(detail::SpecReader& r) {
     r.fail("max_tokens", fmt::format("max_tokens x {} = {} rows exceed what the kernels index", s->masked() ? "num_experts" : "topk", pairs),
            fmt::format("at most {} rows", ExpertsSpec::kMaxPairs));
   }
+  s->tiles = read_tiles(r, *s);
   r.finish();
   return s;
 }
@@ -102,6 +180,16 @@ std::string ExpertsSpec::canonical_json() const {
     j["ids_dtype"] = spec_name(ids_dtype);
     j["apply_router_weight_on_input"] = weight_on_input;
     if (global_experts > 0) j["global_experts"] = global_experts;
+  }
+  if (tiles.any()) {
+    auto& t = j["tiles"] = nlohmann::json::object();
+    const std::pair<const char*, int> fields[] = {{"groups1", tiles.groups1}, {"split1", tiles.split1}, {"groups2", tiles.groups2},
+                                                  {"split2", tiles.split2},   {"ring1", tiles.ring1},   {"ring2", tiles.ring2},
+                                                  {"ring_one", tiles.ring_one}, {"cols1", tiles.cols1}, {"n2", tiles.n2},
+                                                  {"band1", tiles.band1},     {"band2", tiles.band2}};
+    for (const auto& [key, value] : fields) {
+      if (value > 0) t[key] = value;
+    }
   }
   return j.dump();
 }

@@ -4,7 +4,8 @@
 // the router weight on the input, the masked layout; and the same bits at every run and every
 // CUDA graph replay. The prefill GEMMs (sm_90a) take the same small cases through a context that
 // sends every call to them, and the sizes they are for (T 512-16384) through both paths; the
-// shipped shapes at those sizes compare a sample of each call's rows.
+// shipped shapes at those sizes compare a sample of each call's rows. Tiles a spec forces take the
+// same checks, and those that leave the order of the sums alone the default's bits.
 #include <moejit/error.hpp>
 
 #include "gpu_common.hpp"
@@ -224,6 +225,48 @@ TEST_CASE("experts of every shipped model at prefill sizes, rows sampled", "[gpu
     const auto op = gpu_context().load(spec);
     check_prefixes(*op, {512, 4096, 16384}, 0, seed++, gpu_context(), 128);
     check_prefixes(*op, {4096, 16384}, 1, seed++, gpu_context(), 128);
+  }
+}
+
+TEST_CASE("experts with tiles a spec forces match the reference; row groups and rings keep the bits", "[gpu][experts]") {
+  // hidden 1024 (32 k blocks), intermediate 320 (10 k blocks, 40 row groups of GEMM1): the K
+  // splits set the order of the sums, so `same` and `base` share them and differ in the rest.
+  const std::string shape = R"("op": "experts", "hidden": 1024, "intermediate": 320, "num_experts": 33, "topk": 7, "activation": {"kind": "situ", "beta": 4.0, "linear_beta": 25.0})";
+  const auto ops = test::warm({
+      "{" + shape + R"(, "tiles": {"groups1": 4, "split1": 2, "groups2": 4, "split2": 1}})",
+      "{" + shape + R"(, "tiles": {"groups1": 1, "split1": 2, "groups2": 16, "split2": 1, "ring1": 7, "ring2": 3, "ring_one": 2}})",
+      "{" + shape + R"(, "tiles": {"groups1": 5, "split1": 1, "groups2": 2, "split2": 5, "ring_one": 16}})",
+      "{" + shape + R"(, "tiles": {"cols1": 32, "n2": 64, "band1": 1, "band2": 2}})",
+  });
+  std::uint64_t seed = 1100;
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO(ops[i]->canonical_json());
+    const auto op = gpu_context().load(ops[i]);
+    for (int variant = 0; variant < 3; ++variant) check_prefixes(*op, {0, 1, 3, 8, 64, 300}, variant, seed++);
+  }
+  {
+    INFO(ops[3]->canonical_json() << " (prefill path)");
+    const auto op = prefill_context().load(ops[3]);
+    for (int variant = 0; variant < 3; ++variant) check_prefixes(*op, {1, 64, 300, 1000}, variant, seed++, prefill_context());
+  }
+  const auto base = gpu_context().load(ops[0]), same = gpu_context().load(ops[1]);
+  for (const std::int64_t tokens : {std::int64_t{1}, std::int64_t{3}, std::int64_t{64}, std::int64_t{300}}) {
+    INFO("T=" << tokens);
+    reference::Rng rng(static_cast<std::uint64_t>(tokens));
+    auto host = reference::make_tensors(*ops[0], tokens);
+    harness().fill_inputs(*ops[0], host, tokens, rng, 1);
+    const auto device = tools::upload(gpu_context().driver(), host);
+    const std::size_t y = host.size() - 1;
+    detail::Stream stream(gpu_context().driver());
+    std::vector<std::byte> want(host[y].bytes()), got(host[y].bytes());
+    base->launch(device.bindings, tokens, stream.get());
+    stream.synchronize();
+    device.buffers[y].download(want.data(), want.size());
+    MOEJIT_CU(gpu_context().driver(), cuMemsetD8Async(device.buffers[y].address(), 0x5A, got.size(), stream.get()));
+    same->launch(device.bindings, tokens, stream.get());
+    stream.synchronize();
+    device.buffers[y].download(got.data(), got.size());
+    CHECK(got == want);
   }
 }
 

@@ -410,10 +410,67 @@ TEST_CASE("experts: a prefill tile override applies to its shape (and activation
   CHECK(gelu.stages1 == 6);
   CHECK(experts_prefill_tiling(*experts_shape(2048, 1536), "sm_90a", data).n2 == 256);  // another shape: the model's
   for (const char* bad : {R"({"hidden": 2048, "intermediate": 768, "n2": 96})", R"({"hidden": 2048, "intermediate": 768, "cols1": 256})",
-                          R"({"hidden": 2048, "intermediate": 768, "cols1": 100})", R"({"hidden": 2048, "intermediate": 768, "band2": 0})"}) {
+                          R"({"hidden": 2048, "intermediate": 768, "cols1": 100})", R"({"hidden": 2048, "intermediate": 768, "band2": 0})",
+                          // an N that divides the shape but has no wgmma shape in templates/wgmma.cuh
+                          R"({"hidden": 2048, "intermediate": 768, "n2": 8})", R"({"hidden": 2048, "intermediate": 768, "cols1": 24})"}) {
     INFO(bad);
     const auto refused = nlohmann::json{{"entries", nlohmann::json::array({nlohmann::json::parse(bad)})}};
     CHECK_THROWS_AS(experts_prefill_tiling(*qwen3, "sm_90a", refused), Error);
+  }
+}
+
+TEST_CASE("experts: tiles a spec forces override the model and the measured data, in both contracts", "[contract][experts]") {
+  const auto kimi = [](const std::string& tiles) {
+    return parse_spec(R"({"op": "experts", "hidden": 3584, "intermediate": 384, "num_experts": 896, "topk": 16, "activation": {"kind": "situ", "beta": 4.0}, "tiles": )" +
+                          tiles + "}",
+                      "t.json")
+        .ops[0];
+  };
+  const auto model = kimi("{}");
+  const auto& m = dynamic_cast<const ExpertsSpec&>(*model);
+  const auto forced = kimi(R"({"groups1": 1, "split1": 7, "groups2": 8, "split2": 2, "ring1": 3, "ring2": 5, "ring_one": 12, "cols1": 32, "n2": 64, "band1": 2, "band2": 9})");
+  const auto& f = dynamic_cast<const ExpertsSpec&>(*forced);
+  const auto t = experts_tiling(f);
+  CHECK(experts_tiling(m).ring1 == 8);  // the measured entry for this shape, which the spec overrides
+  CHECK(t.groups1 == 1);
+  CHECK(t.split1 == 7);
+  CHECK(t.groups2 == 8);
+  CHECK(t.split2 == 2);
+  CHECK(t.ring1 == 3);
+  CHECK(t.ring2 == 5);
+  CHECK(t.ring_one == 12);
+  CHECK(experts_one_token_threads(f, t) == 32 * 8 * 2);  // 16 / split2 slots at a time, split2 warps each
+  const auto p = experts_prefill_tiling(f, "sm_90a", nlohmann::json::parse(R"({"entries": [{"hidden": 3584, "intermediate": 384, "cols1": 64, "n2": 128, "band1": 4}]})"));
+  CHECK(p.ok);
+  CHECK(p.cols1 == 32);
+  CHECK(p.n2 == 64);
+  CHECK(p.band1 == 2);
+  CHECK(p.band2 == 9);
+  CHECK(p.stages1 == 6);  // the stages follow the tiles
+  CHECK_FALSE(experts_prefill_tiling(f, "sm_100a").ok);  // no prefill kernels there: the prefill tiles go unused
+  const auto cf = contracts(*forced, "sm_90a"), cm = contracts(*model, "sm_90a");
+  REQUIRE(cf.size() == 2);
+  CHECK(cf[0].get("split1") == "7");
+  CHECK(cf[0].get("ring_one") == "12");
+  CHECK(cf[1].get("n2") == "64");
+  CHECK(cf[1].get("band2") == "9");
+  CHECK(make_key(key_inputs(cf[0], toolchain())) != make_key(key_inputs(cm[0], toolchain())));
+  CHECK(make_key(key_inputs(cf[1], toolchain())) != make_key(key_inputs(cm[1], toolchain())));
+  // One forced field leaves the rest of the compiler's.
+  const auto ring = contracts(*kimi(R"({"ring2": 5})"), "sm_90a");
+  for (const char* field : {"groups1", "split1", "groups2", "split2", "ring1", "ring_one"}) CHECK(ring[0].get(field) == cm[0].get(field));
+  CHECK(ring[1].get("n2") == cm[1].get("n2"));
+}
+
+TEST_CASE("experts: the wgmma N a spec's prefill tiles may take are the shapes templates/wgmma.cuh holds", "[contract][experts]") {
+  const auto& wgmma = find_template("wgmma.cuh").text;
+  for (const char* type : {"__nv_bfloat16", "__half"}) {
+    std::vector<int> held;
+    const std::string prefix = fmt::format("struct Mma<{}, ", type);
+    for (auto at = wgmma.find(prefix); at != std::string_view::npos; at = wgmma.find(prefix, at + 1)) {
+      held.push_back(std::stoi(std::string(wgmma.substr(at + prefix.size(), 4))));
+    }
+    CHECK(held == std::vector<int>(ExpertsTiles::kWgmmaN.begin(), ExpertsTiles::kWgmmaN.end()));
   }
 }
 

@@ -362,3 +362,53 @@ TEST_CASE("experts specs: defaults, tensors and every bad input", "[spec][expert
   expect_error(x(R"("layout": "dense", )" + silu), "/layout", "unknown layout 'dense'");
   expect_error(x(R"("bias": 1, )" + silu), "/bias", "true or false");
 }
+
+TEST_CASE("experts specs: forced tiles are read, canonical, and held to what the templates take", "[spec][experts]") {
+  const auto with = [](const std::string& tiles, const std::string& extra = "") {
+    return R"({"op": "experts", "hidden": 2048, "intermediate": 768, "num_experts": 128, "topk": 8, "activation": {"kind": "silu"}, )" + extra +
+           R"("tiles": )" + tiles + "}";
+  };
+  const auto none = parse_spec(with("{}"), "t.json");
+  CHECK_FALSE(dynamic_cast<const ExpertsSpec&>(*none.ops[0]).tiles.any());
+  CHECK(none.ops[0]->canonical_json().find("tiles") == std::string::npos);
+
+  const auto spec = parse_spec(with(R"({"groups1": 2, "split1": 4, "groups2": 1, "split2": 12, "ring1": 6, "ring_one": 16, "cols1": 32, "n2": 16, "band2": 3})"), "t.json");
+  const auto& t = dynamic_cast<const ExpertsSpec&>(*spec.ops[0]).tiles;
+  CHECK(t.groups1 == 2);
+  CHECK(t.split1 == 4);
+  CHECK(t.groups2 == 1);
+  CHECK(t.split2 == 12);
+  CHECK(t.ring1 == 6);
+  CHECK(t.ring2 == 0);  // the compiler's
+  CHECK(t.ring_one == 16);
+  CHECK(t.cols1 == 32);
+  CHECK(t.n2 == 16);
+  CHECK(t.band1 == 0);
+  CHECK(t.band2 == 3);
+  CHECK(spec.ops[0]->canonical_json().find(R"("tiles":{"band2":3,"cols1":32,"groups1":2,"groups2":1,"n2":16,"ring1":6,"ring_one":16,"split1":4,"split2":12})") !=
+        std::string::npos);
+
+  expect_error(with(R"("g4")"), "/tiles", "expected a JSON object");
+  expect_error(with(R"({"groups": 2})"), "/tiles/groups", "unknown field 'groups'");
+  expect_error(with(R"({"groups1": 2})"), "/tiles/split1", "groups1 and split1 are set together (the warps of a CTA); expected an integer in [1, 16]");
+  expect_error(with(R"({"split2": 2})"), "/tiles/groups2", "groups2 and split2 are set together");
+  expect_error(with(R"({"groups1": 0, "split1": 1})"), "/tiles/groups1", "out of range; found 0; expected an integer in [1, 16]");
+  expect_error(with(R"({"groups1": 5, "split1": 1})"), "/tiles/groups1",
+               "groups1 5 does not split intermediate 768 into CTAs of 8 x groups1 h columns; found 5; expected one of 1, 2, 3, 4, 6, 8, 12, 16 "
+               "(intermediate / 8 divisible by it)");
+  expect_error(with(R"({"groups1": 1, "split1": 3})"), "/tiles/split1",
+               "split1 3 does not split hidden 2048's 64 k blocks of 32 evenly; found 3; expected one of 1, 2, 4, 8, 16");
+  expect_error(with(R"({"groups1": 4, "split1": 8})"), "/tiles/split1", "groups1 x split1 = 4 x 8 warps exceed a CTA's 16; found 8; expected at most 16 / groups1 = 4");
+  expect_error(with(R"({"groups2": 3, "split2": 1})"), "/tiles/groups2", "groups2 3 does not split hidden 2048 into CTAs of 16 x groups2 output columns");
+  expect_error(with(R"({"groups2": 1, "split2": 5})"), "/tiles/split2", "split2 5 does not split intermediate 768's 24 k blocks of 32 evenly; found 5; "
+                                                                        "expected one of 1, 2, 3, 4, 6, 8, 12");
+  expect_error(with(R"({"ring2": 17})"), "/tiles/ring2", "out of range; found 17; expected an integer in [1, 16]");
+  expect_error(with(R"({"ring1": 2.5})"), "/tiles/ring1", "must be an integer");
+  expect_error(with(R"({"cols1": 120})"), "/tiles/cols1",
+               "cols1 120 is not a wgmma N / 2 dividing intermediate 768; found 120; expected one of 8, 16, 32, 64, 96, 128 (2 cols1 a wgmma N, dividing intermediate)");
+  expect_error(with(R"({"cols1": 256})"), "/tiles/cols1", "out of range; found 256; expected an integer in [8, 128]");
+  expect_error(with(R"({"n2": 96})"), "/tiles/n2", "n2 96 is not a wgmma N dividing hidden 2048; found 96; expected one of 16, 32, 64, 128, 256 (a wgmma N dividing hidden)");
+  expect_error(with(R"({"band1": 0})"), "/tiles/band1", "out of range");
+  expect_error(R"({"op": "experts", "layout": "masked", "hidden": 64, "intermediate": 64, "num_experts": 4, "activation": {"kind": "silu"}, "tiles": {"ring_one": 4}})",
+               "/tiles/ring_one", "applies only to layout standard (the one-token kernels)");
+}
