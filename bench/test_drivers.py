@@ -436,10 +436,55 @@ class Experts(unittest.TestCase):
         self.assertIsNone(bare[0]["x_compile"])
 
 
+class TuneExperts(unittest.TestCase):
+    MODEL = {"groups1": 4, "split1": 2, "groups2": 4, "split2": 1, "ring1": 4, "ring2": 8, "ring_one": 8, "cols1": 128, "n2": 256,
+             "band1": 32, "band2": 85}
+
+    def test_grid(self):
+        import tune_experts
+        self.assertEqual(tune_experts.parse_grid("ring2=8,4,4 groups1=2,1"), {"groups1": [1, 2], "ring2": [4, 8]})
+        for bad in ("groups=1", "ring2", "ring2=a", "ring2=", ""):
+            with self.assertRaises(SystemExit, msg=bad):
+                tune_experts.parse_grid(bad)
+
+    def test_the_compilers_tiles_from_the_contract_text(self):
+        import tune_experts
+        text = "// ---- op q arch sm_90a key 0\nmoejit-contract 1\nfamily experts\nhidden 2048\ngroups1 4\nsplit1 2\nring2 8\n" \
+               "// ---- op q arch sm_90a key 1\nfamily experts_prefill\ngroups1 4\nn2 256\nstages2 4\n"
+        self.assertEqual(tune_experts.parse_contract_fields(text), {"groups1": 4, "split1": 2, "ring2": 8, "n2": 256})
+
+    def test_variants_take_the_pair_and_skip_the_model(self):
+        import tune_experts
+        named = tune_experts.variants("q", {"groups1": [2, 4], "ring2": [4, 8]}, self.MODEL)
+        self.assertEqual([n for n, _ in named], ["q@model", "q@groups1:2+split1:2+ring2:4", "q@groups1:2+split1:2+ring2:8",
+                                                 "q@groups1:4+split1:2+ring2:4"])
+        ops = tune_experts.variant_ops({"name": "q", "op": "experts", "hidden": 2048, "max_tokens": 16384, "tiles": {"ring1": 2}}, named, 64)
+        self.assertEqual(ops[0], {"op": "experts", "hidden": 2048, "max_tokens": 64, "name": "q@model"})
+        self.assertEqual(ops[1]["tiles"], {"groups1": 2, "split1": 2, "ring2": 4})
+
+    def test_rows_table_and_summary(self):
+        import tune_experts
+        runs = [fake_run([result("q@model", 8, 130.0, 500_000_000), result("q@ring2:4", 8, 125.0, 500_000_000),
+                          result("q@model", 1, 23.0, 76_000_000), result("q@ring2:4", 1, 23.2, 76_000_000)]),
+                fake_run([result("q@model", 8, 129.0, 500_000_000), result("q@ring2:4", 8, 126.0, 500_000_000),
+                          result("q@model", 1, 23.5, 76_000_000), result("q@ring2:4", 1, 23.0, 76_000_000)])]
+        rows = tune_experts.rows_of(runs, {"q": ["q@model", "q@ring2:4"]}, [1, 8])
+        fast = next(r for r in rows if r["tokens"] == 8 and r["tiles"] == "ring2:4")
+        self.assertTrue(fast["faster_every_round"])
+        self.assertAlmostEqual(fast["x_model"], 129.5 / 125.5)
+        self.assertAlmostEqual(fast["read_fraction"], 500_000_000 / 126e-6 / 4500e9)
+        self.assertFalse(next(r for r in rows if r["tokens"] == 1 and r["tiles"] == "ring2:4")["faster_every_round"])
+        text = tune_experts.table(rows)
+        self.assertIn("ring2:4 *", text)
+        self.assertEqual(len(text.splitlines()), 6)
+        self.assertEqual(tune_experts.summary(rows), ["q T=1: best ring2:4 (1.01x the compiler's; not faster in every round)",
+                                                      "q T=8: best ring2:4 (1.03x the compiler's; faster in every round)"])
+
+
 class Scripts(unittest.TestCase):
     def test_help_needs_no_torch(self):
         for driver in ("bench_routing.py", "bench_activation.py", "bench_latent_tail.py", "bench_layer.py", "bench_python.py",
-                       "bench_experts_prefill.py", "bench_experts.py"):
+                       "bench_experts_prefill.py", "bench_experts.py", "tune_experts.py"):
             run = subprocess.run([sys.executable, os.path.join(HERE, driver), "--help"], capture_output=True, text=True)
             self.assertEqual(run.returncode, 0, run.stderr)
             self.assertIn("--json", run.stdout)
