@@ -40,7 +40,9 @@ const S& family_of(const std::shared_ptr<const OpSpec>& op, std::string_view fam
 // The index of the layer's tensor of this name, added if new.
 int layer_tensor(detail::LayerSpec& s, const TensorDecl& d) {
   for (std::size_t i = 0; i < s.decls.size(); ++i) {
-    if (s.decls[i].name == d.name) return static_cast<int>(i);
+    if (s.decls[i].name != d.name) continue;
+    s.decls[i].align = std::max(s.decls[i].align, d.align);  // what every op bound to it needs
+    return static_cast<int>(i);
   }
   s.decls.push_back(d);
   return static_cast<int>(s.decls.size()) - 1;

@@ -32,12 +32,19 @@ void Op::launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream s
       throw Error({.kind = ErrorKind::input, .message = fmt::format("op '{}': tensor '{}' is not bound", spec_->name, t.name),
                    .pointer = t.name, .expected = fmt::format("{} {} {}", t.name, t.shape_text(), numpy_name(t.dtype))});
     }
-    // NOTE: a misaligned element faults on the GPU and ends the context: refuse it here.
-    if (reinterpret_cast<std::uintptr_t>(buffers[i].ptr) % size_of(t.dtype) != 0) {
+    // NOTE: a misaligned access faults on the GPU and ends the context: refuse it here.
+    const auto address = reinterpret_cast<std::uintptr_t>(buffers[i].ptr);
+    if (address % size_of(t.dtype) != 0) {
       throw Error({.kind = ErrorKind::input,
                    .message = fmt::format("op '{}': buffer of tensor '{}' is not aligned to its element", spec_->name, t.name),
                    .pointer = t.name, .found = fmt::format("address {}", buffers[i].ptr),
                    .expected = fmt::format("a multiple of {} bytes ({})", size_of(t.dtype), numpy_name(t.dtype))});
+    }
+    if (t.align > 0 && address % t.align != 0) {
+      throw Error({.kind = ErrorKind::input,
+                   .message = fmt::format("op '{}': buffer of tensor '{}' is not aligned for the kernels' vector accesses", spec_->name, t.name),
+                   .pointer = t.name, .found = fmt::format("address {}", buffers[i].ptr),
+                   .expected = fmt::format("a multiple of {} bytes", t.align)});
     }
     const auto need = t.bytes_for(tokens);
     if (buffers[i].bytes < need) {

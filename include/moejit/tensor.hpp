@@ -23,6 +23,9 @@ struct Extent {
   std::int64_t resolve(std::int64_t t) const { return tokens ? t : value; }
 };
 
+/// The alignment of tensors the kernels access 16 bytes at a time (TensorDecl::align).
+inline constexpr std::size_t kVectorAlign = 16;
+
 struct TensorDecl {
   std::string name;
   DType dtype = DType::f32;
@@ -30,6 +33,9 @@ struct TensorDecl {
   TensorRole role = TensorRole::input;
   bool optional = false;        ///< may be left unbound
   bool keeps_unwritten = false; ///< an output some of whose elements are not written (masked rows)
+  /// Bytes its address must be a multiple of, where more than its element's: a tensor the kernels
+  /// read or write 16 bytes at a time (or through TMA) with no path for other addresses.
+  std::size_t align = 0;
   std::string note;             ///< one line for `--describe`
 
   std::vector<std::int64_t> shape_for(std::int64_t tokens) const;

@@ -303,6 +303,7 @@ NB_MODULE(_moejit, m) {
       .def_prop_ro("role", [](const TensorDecl& d) { return std::string(role_name(d.role)); }, "'input' or 'output'")
       .def_ro("optional", &TensorDecl::optional)
       .def_ro("keeps_unwritten", &TensorDecl::keeps_unwritten)
+      .def_ro("align", &TensorDecl::align, "bytes the address must be a multiple of where more than the element's (0: the element's)")
       .def_ro("note", &TensorDecl::note)
       .def("shape_text", &TensorDecl::shape_text, "'[T, 896]'")
       .def("shape_for", &TensorDecl::shape_for, "tokens"_a)

@@ -200,20 +200,20 @@ std::vector<TensorDecl> ExpertsSpec::tensors() const {
              I = Extent::fixed(intermediate);
   std::vector<TensorDecl> t;
   if (masked()) {
-    t.push_back({.name = "x", .dtype = dtype, .shape = {E, T, H}, .role = TensorRole::input, .note = "each expert's rows"});
+    t.push_back({.name = "x", .dtype = dtype, .shape = {E, T, H}, .role = TensorRole::input, .align = kVectorAlign, .note = "each expert's rows"});
     t.push_back({.name = "expert_num_tokens", .dtype = DType::i32, .shape = {E}, .role = TensorRole::input,
                  .note = "rows of each expert to compute (clamped to [0, T])"});
   } else {
     const auto K = Extent::fixed(topk);
-    t.push_back({.name = "x", .dtype = dtype, .shape = {T, H}, .role = TensorRole::input, .note = "hidden states"});
+    t.push_back({.name = "x", .dtype = dtype, .shape = {T, H}, .role = TensorRole::input, .align = kVectorAlign, .note = "hidden states"});
     t.push_back({.name = "topk_ids", .dtype = ids_dtype, .shape = {T, K}, .role = TensorRole::input,
                  .note = global_experts > 0 ? "global expert ids (mapped by expert_map)" : "expert ids; outside [0, E) skipped"});
     t.push_back({.name = "topk_weights", .dtype = DType::f32, .shape = {T, K}, .role = TensorRole::input,
                  .note = weight_on_input ? "router weights, applied to x" : "router weights, applied to GEMM2's output"});
   }
-  t.push_back({.name = "w13", .dtype = dtype, .shape = {E, I2, H}, .role = TensorRole::input,
+  t.push_back({.name = "w13", .dtype = dtype, .shape = {E, I2, H}, .role = TensorRole::input, .align = kVectorAlign,
                .note = activation.interleaved ? "gate/up rows interleaved, K-contiguous" : "gate rows then up rows, K-contiguous"});
-  t.push_back({.name = "w2", .dtype = dtype, .shape = {E, H, I}, .role = TensorRole::input, .note = "K-contiguous"});
+  t.push_back({.name = "w2", .dtype = dtype, .shape = {E, H, I}, .role = TensorRole::input, .align = kVectorAlign, .note = "K-contiguous"});
   if (bias) {
     t.push_back({.name = "b13", .dtype = dtype, .shape = {E, I2}, .role = TensorRole::input, .note = "GEMM1 bias, rows as w13"});
     t.push_back({.name = "b2", .dtype = dtype, .shape = {E, H}, .role = TensorRole::input, .note = "GEMM2 bias"});
@@ -223,10 +223,10 @@ std::vector<TensorDecl> ExpertsSpec::tensors() const {
                  .note = "local expert of each global id; -1: not on this rank"});
   }
   if (masked()) {
-    t.push_back({.name = "y", .dtype = dtype, .shape = {E, T, H}, .role = TensorRole::output, .keeps_unwritten = true,
+    t.push_back({.name = "y", .dtype = dtype, .shape = {E, T, H}, .role = TensorRole::output, .keeps_unwritten = true, .align = kVectorAlign,
                  .note = "rows t >= expert_num_tokens[e] keep their contents"});
   } else {
-    t.push_back({.name = "y", .dtype = dtype, .shape = {T, H}, .role = TensorRole::output, .note = "sum of each token's slots"});
+    t.push_back({.name = "y", .dtype = dtype, .shape = {T, H}, .role = TensorRole::output, .align = kVectorAlign, .note = "sum of each token's slots"});
   }
   return t;
 }

@@ -87,22 +87,26 @@ std::string LatentTailSpec::canonical_json() const {
 
 std::vector<TensorDecl> LatentTailSpec::tensors() const {
   const auto t = Extent::token_count();
+  // The kernels read and write 16 bytes at a time; at tp 1 the up projection also takes S and out
+  // element by element where they are not 16-byte aligned, the multi-GPU paths do not.
+  const std::size_t vec = kVectorAlign, rank_vec = tp_size > 1 ? kVectorAlign : 0;
   std::vector<TensorDecl> d;
-  d.push_back({.name = "routed", .dtype = DType::bf16, .shape = {t, Extent::fixed(latent)}, .role = TensorRole::input,
+  d.push_back({.name = "routed", .dtype = DType::bf16, .shape = {t, Extent::fixed(latent)}, .role = TensorRole::input, .align = vec,
                .note = "this rank's partial of the routed latent output"});
   if (shared_expert) {
-    d.push_back({.name = "shared", .dtype = DType::bf16, .shape = {t, Extent::fixed(hidden)}, .role = TensorRole::input,
+    d.push_back({.name = "shared", .dtype = DType::bf16, .shape = {t, Extent::fixed(hidden)}, .role = TensorRole::input, .align = rank_vec,
                  .note = "this rank's partial of the shared-expert output"});
   }
-  d.push_back({.name = "gamma", .dtype = DType::bf16, .shape = {Extent::fixed(latent)}, .role = TensorRole::input, .note = "RMSNorm weight"});
+  d.push_back({.name = "gamma", .dtype = DType::bf16, .shape = {Extent::fixed(latent)}, .role = TensorRole::input, .align = vec,
+               .note = "RMSNorm weight"});
   d.push_back({.name = "w_up", .dtype = DType::bf16, .shape = {Extent::fixed(hidden), Extent::fixed(latent)}, .role = TensorRole::input,
-               .note = "up projection, rows K-contiguous"});
-  d.push_back({.name = "out", .dtype = DType::bf16, .shape = {t, Extent::fixed(hidden)}, .role = TensorRole::output,
+               .align = vec, .note = "up projection, rows K-contiguous"});
+  d.push_back({.name = "out", .dtype = DType::bf16, .shape = {t, Extent::fixed(hidden)}, .role = TensorRole::output, .align = rank_vec,
                .note = "the same on every rank"});
   d.push_back({.name = "latent_sum", .dtype = DType::bf16, .shape = {t, Extent::fixed(latent)}, .role = TensorRole::output,
-               .optional = true, .note = "the reduced routed latent R, for inspection"});
+               .optional = true, .align = vec, .note = "the reduced routed latent R, for inspection"});
   d.push_back({.name = "latent_norm", .dtype = DType::bf16, .shape = {t, Extent::fixed(latent)}, .role = TensorRole::output,
-               .optional = true, .note = "the normalized latent z, for inspection"});
+               .optional = true, .align = vec, .note = "the normalized latent z, for inspection"});
   return d;
 }
 

@@ -3,8 +3,9 @@
 // the fused, base and striped base paths against the reference and each other (integer
 // partials, so the reduced sums are exact and compared bitwise; z within 2 ulp; out within 1e-2
 // and bitwise equal across paths), inputs with -0.0, token counts that change between calls,
-// 100 CUDA-graph replays with inputs changed in place, mismatched communicators, and a peer
-// that never arrives.
+// 100 CUDA-graph replays with inputs changed in place, calls back to back with no sync, the path
+// each call takes, mismatched communicators, and a peer that never arrives. On one GPU, tp 1
+// shapes with the streamer's tilings of the tp 2 and tp 8 stripes.
 #include <moejit/error.hpp>
 #include <moejit/latent_moe.hpp>
 
@@ -137,7 +138,11 @@ TEST_CASE("latent tail, tp 1, matches the reference", "[gpu][latent_tail]") {
   const auto ops = test::warm({R"({"op": "latent_tail", "tp_size": 1, "hidden": 7168, "latent": 3584, "max_tokens": 128})",
                                R"({"op": "latent_tail", "tp_size": 1, "hidden": 1024, "latent": 640, "shared_expert": false})",
                                // The tensor-core kernel's CTAs of 56 W rows (7168), 64 (1024) and 48 (9216).
-                               R"({"op": "latent_tail", "tp_size": 1, "hidden": 9216, "latent": 512, "max_tokens": 64})"});
+                               R"({"op": "latent_tail", "tp_size": 1, "hidden": 9216, "latent": 512, "max_tokens": 64})",
+                               // The streamer's tilings of a rank's stripe at tp 8 and tp 2 (7168 / tp rows:
+                               // K split 8 ways, one row group; 4 ways, two), on one GPU.
+                               R"({"op": "latent_tail", "tp_size": 1, "hidden": 896, "latent": 3584, "max_tokens": 8})",
+                               R"({"op": "latent_tail", "tp_size": 1, "hidden": 3584, "latent": 3584, "max_tokens": 8})"});
   std::uint64_t seed = 1;
   for (const auto& spec : ops) {
     const auto op = gpu_context().load(spec);
@@ -236,21 +241,29 @@ TEST_CASE("latent tail, tp 2/4/8: fused, base and striped paths agree with the r
     return;
   }
   WARN("tp " << tp);
-  const std::string shape = fmt::format(R"("tp_size": {}, "hidden": 7168, "latent": 3584, "eps": 1e-5, "max_tokens": 64)", tp);
+  const std::string shape = fmt::format(R"("tp_size": {}, "hidden": 7168, "latent": 3584, "eps": 1e-5, "max_tokens": 128)", tp);
   std::map<std::uint64_t, std::vector<std::uint16_t>> first_out;  // by input seed
-  for (const char* path : {R"("path": "base", "base_variant": "full")", R"("path": "base", "base_variant": "striped")", R"("path": "fused")"}) {
+  using P = LatentMoE::Path;
+  for (const auto& [path, expected] : {std::pair{R"("path": "base", "base_variant": "full")", P::base_full},
+                                       {R"("path": "base", "base_variant": "striped")", P::base_striped}, {R"("path": "fused")", P::fused}}) {
     const auto spec = tail_spec(shape + ", " + path);
     test::warm({R"({"op": "latent_tail", )" + shape + ", " + path + "}"});
     LatentMoEGroup group(spec, Options::from_environment());
     std::uint64_t seed = 77;
-    // Token counts change from call to call (and the phase rotates with them).
-    for (std::int64_t t : {1, 16, 4, 64, 1, 33}) {
+    // Token counts change from call to call (and the phase rotates with them): every token tile
+    // of the up projection (8, 16, 32, 64), and past the fused path's 64-token slots a base path
+    // (tiles of 64 side by side).
+    for (std::int64_t t : {1, 16, 4, 64, 1, 33, 24, 100}) {
+      const auto taken = group.tail(0).path_for(t);
+      INFO("path " << to_string(taken) << " T=" << t);
+      if (t <= 64) CHECK(taken == expected);
+      else CHECK(taken != P::fused);
       for (int variant = 0; variant < 2; ++variant) {
         const std::uint64_t this_seed = seed++;
         const auto in = make_inputs(*spec, t, variant, this_seed);
         const auto ref = reference::latent_tail_reference(*spec, in);
         const auto outs = run_group(group, *spec, in);
-        INFO("path " << to_string(group.tail(0).path_for(t)) << " T=" << t << " variant " << variant);
+        INFO("variant " << variant);
         for (int r = 0; r < tp; ++r) {
           CHECK(outs[0].out == outs[static_cast<std::size_t>(r)].out);  // every rank assembles the same output
           check_against(ref, outs[static_cast<std::size_t>(r)], fmt::format("rank {}", r));
@@ -307,6 +320,69 @@ TEST_CASE("latent tail, tp 2/4/8, fused: 100 CUDA-graph replays with inputs chan
     ++checked;
   }
   CHECK(checked == 100);
+}
+
+TEST_CASE("latent tail, tp 2/4/8: calls back to back with no sync give each call's own bits, on every path", "[gpu][latent_tail][tp2]") {
+  // Two input sets alternating on each rank's stream with no sync between the calls: the fused
+  // path's phases and slots, and the base paths' all-gathers and side stream, carry each call's
+  // data to its own outputs while the next call is already queued.
+  const int tp = test_tp();
+  if (tp < 2) {
+    WARN("SKIPPED: one GPU here; the multi-GPU cases need two or more");
+    return;
+  }
+  const auto ranks = static_cast<std::size_t>(tp);
+  for (const char* path : {R"("path": "fused")", R"("path": "base", "base_variant": "striped")", R"("path": "base", "base_variant": "full")"}) {
+    const std::string fields = fmt::format(R"("tp_size": {}, "hidden": 1024, "latent": 512, "max_tokens": 16, {})", tp, path);
+    test::warm({R"({"op": "latent_tail", )" + fields + "}"});
+    const auto spec = tail_spec(fields);
+    LatentMoEGroup group(spec, Options::from_environment());
+    for (std::int64_t t : {3, 16}) {
+      INFO(path << " T=" << t);
+      std::vector<reference::TailInputs> inputs = {make_inputs(*spec, t, 0, 41), make_inputs(*spec, t, 1, 42)};
+      std::vector<std::vector<RankBuffers>> bufs(2);
+      for (auto& set : bufs) set.resize(ranks);
+      std::vector<std::vector<Outputs>> alone(2, std::vector<Outputs>(ranks)), got = alone;
+      std::vector<std::unique_ptr<detail::Stream>> streams(ranks);
+      const auto outputs = [&](std::size_t set, int r) {
+        const auto& b = bufs[set][static_cast<std::size_t>(r)].buffers;
+        const std::size_t first = spec->shared_expert ? 4 : 3;
+        return Outputs{download(b[first]), download(b[first + 1]), download(b[first + 2])};
+      };
+      group.run([&](int r) {
+        const auto i = static_cast<std::size_t>(r);
+        streams[i] = std::make_unique<detail::Stream>(group.context(r).driver());
+        for (std::size_t set = 0; set < 2; ++set) bufs[set][i] = upload_rank(group.context(r).driver(), *spec, inputs[set], r);
+      });
+      for (std::size_t set = 0; set < 2; ++set) {  // each set alone, synchronized
+        group.run([&](int r) {
+          const auto i = static_cast<std::size_t>(r);
+          group.tail(r).launch(bufs[set][i].bindings, t, streams[i]->get());
+          streams[i]->synchronize();
+          group.tail(r).check();
+          alone[set][i] = outputs(set, r);
+        });
+      }
+      REQUIRE(alone[0][0].out != alone[1][0].out);
+      for (int round = 0; round < 5; ++round) {
+        group.run([&](int r) {
+          const auto i = static_cast<std::size_t>(r);
+          for (int call = 0; call < 4; ++call) group.tail(r).launch(bufs[static_cast<std::size_t>(call % 2)][i].bindings, t, streams[i]->get());
+          streams[i]->synchronize();
+          group.tail(r).check();
+          for (std::size_t set = 0; set < 2; ++set) got[set][i] = outputs(set, r);
+        });
+        for (std::size_t set = 0; set < 2; ++set) {
+          for (std::size_t r = 0; r < ranks; ++r) {
+            INFO("round " << round << " set " << set << " rank " << r);
+            CHECK(got[set][r].out == alone[set][r].out);
+            CHECK(got[set][r].sum == alone[set][r].sum);
+            CHECK(got[set][r].norm == alone[set][r].norm);
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("latent tail: a communicator that does not fit is a clear error", "[gpu][latent_tail][tp2]") {

@@ -35,6 +35,9 @@ def test_load_spec():
     assert (out.name, out.shape_text(), out.role, out.optional) == ("out", "[T, 3072]", "output", False)
     assert out.shape_for(5) == [5, 3072] and out.nbytes(5) == 5 * 3072 * 2
     assert '"op":"activation"' in act.canonical_json().replace(" ", "")
+    assert x.align == 0  # any element address: the activation has a scalar path
+    experts = [op for op in spec.ops if op.family == "experts"][0]
+    assert {d.name: d.align for d in experts.tensors()}["w13"] == 16
 
 
 def test_spec_errors_carry_fields(tmp_path):

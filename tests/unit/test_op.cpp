@@ -1,13 +1,16 @@
 // Op::launch's checks, before any GPU work: the token count (negative, 2^31 and above -- the
-// kernels index tokens in 32 bits), unbound, too-small and misaligned buffers, bad hints. A test op records whether its
+// kernels index tokens in 32 bits), unbound, too-small and misaligned buffers (to the element, or to
+// 16 bytes where the kernels access 16 bytes at a time), bad hints. A test op records whether its
 // kernel launch was reached; no GPU is needed.
 #include <moejit/error.hpp>
 #include <moejit/op.hpp>
 #include <moejit/spec.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 using namespace moejit;
@@ -100,6 +103,53 @@ TEST_CASE("launch refuses unbound and too-small buffers, naming the tensor", "[o
   CHECK(kind_of(op, b, 33) == ErrorKind::input);
   CHECK(kind_of(op, std::span<const Buffer>(b).first(2), 1) == ErrorKind::usage);  // one buffer per tensor
   CHECK(op.launches == 1);
+}
+
+TEST_CASE("launch refuses a buffer the kernels access 16 bytes at a time off 16-byte alignment", "[op]") {
+  const auto experts = parse_spec(R"({"op": "experts", "hidden": 256, "intermediate": 128, "num_experts": 8, "topk": 2, "activation": {"kind": "silu"}})",
+                                  "t.json")
+                           .ops[0];
+  RecordingOp op(experts);
+  std::vector<std::string> vector_tensors;
+  for (const auto& t : op.tensors()) {
+    if (t.align == kVectorAlign) vector_tensors.push_back(t.name);
+  }
+  CHECK(vector_tensors == std::vector<std::string>{"x", "w13", "w2", "y"});
+  for (std::size_t i = 0; i < op.tensors().size(); ++i) {
+    auto b = buffers_for(op, 4);
+    b[i].ptr = static_cast<char*>(b[i].ptr) + 4;  // a whole element (and float) in, 16-byte alignment lost
+    const auto& t = op.tensors()[i];
+    INFO(t.name);
+    if (t.align != kVectorAlign) {
+      CHECK(kind_of(op, b, 4) == ErrorKind::internal);  // launched
+      continue;
+    }
+    try {
+      op.launch(b, 4, nullptr);
+      FAIL("launched");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::input);
+      CHECK(e.fields().pointer == t.name);
+      CHECK_THAT(e.what(), Catch::Contains("is not aligned for the kernels' vector accesses") && Catch::Contains("a multiple of 16 bytes"));
+    }
+  }
+  // The latent tail at tp 1 takes S and out at any element address (its up projection reads them
+  // element by element there); its multi-GPU paths do not.
+  const auto tail = [](int tp) {
+    return parse_spec(fmt::format(R"({{"op": "latent_tail", "tp_size": {}, "hidden": 1024, "latent": 512}})", tp), "t.json").ops[0];
+  };
+  for (const auto& t : tail(1)->tensors()) {
+    INFO(t.name);
+    CHECK(t.align == (t.name == "shared" || t.name == "out" ? 0 : kVectorAlign));
+  }
+  for (const auto& t : tail(2)->tensors()) CHECK(t.align == kVectorAlign);
+  RecordingOp tp1(tail(1));
+  auto b = buffers_for(tp1, 4);
+  b[1].ptr = static_cast<char*>(b[1].ptr) + 2;  // shared
+  b[4].ptr = static_cast<char*>(b[4].ptr) + 2;  // out
+  CHECK(kind_of(tp1, b, 4) == ErrorKind::internal);  // launched
+  b[0].ptr = static_cast<char*>(b[0].ptr) + 2;  // routed
+  CHECK(kind_of(tp1, b, 4) == ErrorKind::input);
 }
 
 TEST_CASE("launch refuses a buffer not aligned to its element and a negative hint", "[op]") {
