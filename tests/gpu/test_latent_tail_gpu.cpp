@@ -325,60 +325,72 @@ TEST_CASE("latent tail, tp 2/4/8, fused: 100 CUDA-graph replays with inputs chan
 TEST_CASE("latent tail, tp 2/4/8: calls back to back with no sync give each call's own bits, on every path", "[gpu][latent_tail][tp2]") {
   // Two input sets alternating on each rank's stream with no sync between the calls: the fused
   // path's phases and slots, and the base paths' all-gathers and side stream, carry each call's
-  // data to its own outputs while the next call is already queued.
+  // data to its own outputs while the next call is already queued; also with the two sets' token
+  // counts different, with no shared expert on the automatic path, and on a fused tail whose
+  // second set is past its slots (fused and base calls interleaved).
   const int tp = test_tp();
   if (tp < 2) {
     WARN("SKIPPED: one GPU here; the multi-GPU cases need two or more");
     return;
   }
   const auto ranks = static_cast<std::size_t>(tp);
-  for (const char* path : {R"("path": "fused")", R"("path": "base", "base_variant": "striped")", R"("path": "base", "base_variant": "full")"}) {
-    const std::string fields = fmt::format(R"("tp_size": {}, "hidden": 1024, "latent": 512, "max_tokens": 16, {})", tp, path);
+  struct Case {
+    const char* fields;
+    std::int64_t tokens[2];
+  };
+  const Case cases[] = {{R"("max_tokens": 16, "path": "fused")", {3, 3}},
+                        {R"("max_tokens": 16, "path": "fused")", {16, 16}},
+                        {R"("max_tokens": 16, "path": "base", "base_variant": "striped")", {3, 16}},
+                        {R"("max_tokens": 16, "path": "base", "base_variant": "full")", {16, 3}},
+                        {R"("max_tokens": 16, "shared_expert": false)", {5, 12}},
+                        {R"("max_tokens": 100, "path": "fused")", {16, 100}}};
+  for (const auto& c : cases) {
+    const std::string fields = fmt::format(R"("tp_size": {}, "hidden": 1024, "latent": 512, {})", tp, c.fields);
+    INFO(fields << " T " << c.tokens[0] << " and " << c.tokens[1]);
     test::warm({R"({"op": "latent_tail", )" + fields + "}"});
     const auto spec = tail_spec(fields);
     LatentMoEGroup group(spec, Options::from_environment());
-    for (std::int64_t t : {3, 16}) {
-      INFO(path << " T=" << t);
-      std::vector<reference::TailInputs> inputs = {make_inputs(*spec, t, 0, 41), make_inputs(*spec, t, 1, 42)};
-      std::vector<std::vector<RankBuffers>> bufs(2);
-      for (auto& set : bufs) set.resize(ranks);
-      std::vector<std::vector<Outputs>> alone(2, std::vector<Outputs>(ranks)), got = alone;
-      std::vector<std::unique_ptr<detail::Stream>> streams(ranks);
-      const auto outputs = [&](std::size_t set, int r) {
-        const auto& b = bufs[set][static_cast<std::size_t>(r)].buffers;
-        const std::size_t first = spec->shared_expert ? 4 : 3;
-        return Outputs{download(b[first]), download(b[first + 1]), download(b[first + 2])};
-      };
+    const std::vector<reference::TailInputs> inputs = {make_inputs(*spec, c.tokens[0], 0, 41), make_inputs(*spec, c.tokens[1], 1, 42)};
+    std::vector<std::vector<RankBuffers>> bufs(2);
+    for (auto& set : bufs) set.resize(ranks);
+    std::vector<std::vector<Outputs>> alone(2, std::vector<Outputs>(ranks)), got = alone;
+    std::vector<std::unique_ptr<detail::Stream>> streams(ranks);
+    const auto outputs = [&](std::size_t set, int r) {
+      const auto& b = bufs[set][static_cast<std::size_t>(r)].buffers;
+      const std::size_t first = spec->shared_expert ? 4 : 3;
+      return Outputs{download(b[first]), download(b[first + 1]), download(b[first + 2])};
+    };
+    const auto launch = [&](std::size_t set, int r) {
+      const auto i = static_cast<std::size_t>(r);
+      group.tail(r).launch(bufs[set][i].bindings, inputs[set].tokens, streams[i]->get());
+    };
+    group.run([&](int r) {
+      const auto i = static_cast<std::size_t>(r);
+      streams[i] = std::make_unique<detail::Stream>(group.context(r).driver());
+      for (std::size_t set = 0; set < 2; ++set) bufs[set][i] = upload_rank(group.context(r).driver(), *spec, inputs[set], r);
+    });
+    for (std::size_t set = 0; set < 2; ++set) {  // each set alone, synchronized
       group.run([&](int r) {
-        const auto i = static_cast<std::size_t>(r);
-        streams[i] = std::make_unique<detail::Stream>(group.context(r).driver());
-        for (std::size_t set = 0; set < 2; ++set) bufs[set][i] = upload_rank(group.context(r).driver(), *spec, inputs[set], r);
+        launch(set, r);
+        streams[static_cast<std::size_t>(r)]->synchronize();
+        group.tail(r).check();
+        alone[set][static_cast<std::size_t>(r)] = outputs(set, r);
       });
-      for (std::size_t set = 0; set < 2; ++set) {  // each set alone, synchronized
-        group.run([&](int r) {
-          const auto i = static_cast<std::size_t>(r);
-          group.tail(r).launch(bufs[set][i].bindings, t, streams[i]->get());
-          streams[i]->synchronize();
-          group.tail(r).check();
-          alone[set][i] = outputs(set, r);
-        });
-      }
-      REQUIRE(alone[0][0].out != alone[1][0].out);
-      for (int round = 0; round < 5; ++round) {
-        group.run([&](int r) {
-          const auto i = static_cast<std::size_t>(r);
-          for (int call = 0; call < 4; ++call) group.tail(r).launch(bufs[static_cast<std::size_t>(call % 2)][i].bindings, t, streams[i]->get());
-          streams[i]->synchronize();
-          group.tail(r).check();
-          for (std::size_t set = 0; set < 2; ++set) got[set][i] = outputs(set, r);
-        });
-        for (std::size_t set = 0; set < 2; ++set) {
-          for (std::size_t r = 0; r < ranks; ++r) {
-            INFO("round " << round << " set " << set << " rank " << r);
-            CHECK(got[set][r].out == alone[set][r].out);
-            CHECK(got[set][r].sum == alone[set][r].sum);
-            CHECK(got[set][r].norm == alone[set][r].norm);
-          }
+    }
+    REQUIRE(alone[0][0].out != alone[1][0].out);
+    for (int round = 0; round < 5; ++round) {
+      group.run([&](int r) {
+        for (int call = 0; call < 4; ++call) launch(static_cast<std::size_t>(call % 2), r);
+        streams[static_cast<std::size_t>(r)]->synchronize();
+        group.tail(r).check();
+        for (std::size_t set = 0; set < 2; ++set) got[set][static_cast<std::size_t>(r)] = outputs(set, r);
+      });
+      for (std::size_t set = 0; set < 2; ++set) {
+        for (std::size_t r = 0; r < ranks; ++r) {
+          INFO("round " << round << " set " << set << " rank " << r);
+          CHECK(got[set][r].out == alone[set][r].out);
+          CHECK(got[set][r].sum == alone[set][r].sum);
+          CHECK(got[set][r].norm == alone[set][r].norm);
         }
       }
     }
