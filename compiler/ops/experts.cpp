@@ -174,10 +174,6 @@ ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_vi
   t.cols1 = s.activation.kind == ActivationKind::gelu ? largest_divisor(s.intermediate, {64})
                                                       : largest_divisor(s.intermediate, {128, 120, 96, 64});
   t.n2 = largest_divisor(s.hidden, {256, 240, 192, 128});
-  const ExpertsTiles& f = s.tiles;  // the spec's own choices, over the model's and the data's
-  if (f.cols1 > 0) t.cols1 = f.cols1;
-  if (f.n2 > 0) t.n2 = f.n2;
-  if (t.cols1 == 0 || t.n2 == 0) return t;
   t.band1 = band_for(s.hidden);
   t.band2 = band_for(s.intermediate);
   for (const auto& e : overrides.at("entries")) {
@@ -196,10 +192,12 @@ ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_vi
                    .found = e.dump()});
     }
   }
+  const ExpertsTiles& f = s.tiles;  // the spec's own choices last (held to the templates' rules when it was read)
   if (f.cols1 > 0) t.cols1 = f.cols1;
   if (f.n2 > 0) t.n2 = f.n2;
   if (f.band1 > 0) t.band1 = f.band1;
   if (f.band2 > 0) t.band2 = f.band2;
+  if (t.cols1 == 0 || t.n2 == 0) return t;
   t.stages1 = stages_for((kExpertsPrefillRows + 2 * t.cols1) * 128);
   t.stages2 = stages_for((kExpertsPrefillRows + t.n2) * 128);
   t.ok = true;

@@ -12,8 +12,9 @@
 
 namespace moejit::detail {
 
-/// The experts kernels' tiling (part of the contract). Rows a GEMM tile holds (its N: 8 or 32,
-/// picked per call) are not: both sizes are compiled.
+/// The experts kernels' tiling (part of the contract): the model's, the measured data's for the
+/// shape, and last what the spec forces (ExpertsSpec::tiles). Rows a GEMM tile holds (its N: 8 or
+/// 32, picked per call) are not: both sizes are compiled.
 struct ExpertsTiling {
   int groups1 = 4;  ///< GEMM1: warps of 16 w13 rows (8 h columns) a CTA
   int split1 = 1;   ///< GEMM1: warps splitting H
@@ -33,8 +34,9 @@ std::string_view experts_prefill_tiles_json();
 /// The prefill GEMMs' tiling (templates/experts_prefill.cuh; sm_90a only): tiles of 128 rows,
 /// GEMM1's N = 2 cols1 (gate and up rows), GEMM2's n2; stages of 64 k in shared memory; bands
 /// of tiles a persistent CTA sweeps N tile by N tile. The model's tiles, or an entry of
-/// compiler/ops/experts_prefill_tiles.json for the shape (measured faster). `ok` is false where
-/// no wgmma N divides the shape (the decode kernels then take every call).
+/// compiler/ops/experts_prefill_tiles.json for the shape (measured faster), or what the spec
+/// forces. `ok` is false where no wgmma N divides the shape (the decode kernels then take every
+/// call).
 struct ExpertsPrefillTiling {
   bool ok = false;
   int cols1 = 0, n2 = 0;
