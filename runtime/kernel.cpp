@@ -17,7 +17,7 @@ Kernel::Kernel(const Driver& driver, CUdevice device, std::shared_ptr<const Modu
 
 void Kernel::set_dynamic_shared(unsigned bytes) {
   shared_ = bytes;
-  if (shared_ > 48 * 1024) {
+  if (needs_shared_opt_in(shared_, info_.resources.shared_bytes)) {
     MOEJIT_CU(driver_, cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                             static_cast<int>(shared_), kernel_, device_));
   }

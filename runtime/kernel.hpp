@@ -28,6 +28,13 @@ struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 
+/// Whether a launch with `dynamic` bytes of dynamic shared memory needs the kernel's opt-in
+/// (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES): without it the driver allows 48 KiB less the
+/// kernel's static shared memory.
+constexpr bool needs_shared_opt_in(unsigned dynamic, int static_bytes) noexcept {
+  return dynamic > 0 && static_cast<long long>(dynamic) + static_bytes > 48 * 1024;
+}
+
 class Kernel {
  public:
   Kernel(const Driver& driver, CUdevice device, std::shared_ptr<const Module> module, CompiledKernel info);

@@ -314,6 +314,8 @@ TEST_CASE("experts: one token gives the four kernels' bits, with and without the
       R"({"op": "experts", "hidden": 3584, "intermediate": 384, "num_experts": 896, "topk": 16, "activation": {"kind": "situ", "beta": 4.0, "linear_beta": 25.0}})",
       R"({"op": "experts", "hidden": 512, "intermediate": 1024, "num_experts": 16, "topk": 12, "global_experts": 24, "activation": {"kind": "silu"}})",
       R"({"op": "experts", "hidden": 320, "intermediate": 192, "num_experts": 9, "topk": 3, "global_experts": 20, "bias": true, "activation": {"kind": "swiglu_oai", "interleaved": true}})",
+      // DeepSeek-V3 at tp 8: a stash of 47.5 KB beside 768 bytes of static shared memory (the opt-in past 48 KB in all).
+      R"({"op": "experts", "hidden": 7168, "intermediate": 256, "num_experts": 256, "topk": 8, "activation": {"kind": "silu"}})",
   });
   for (const auto& spec : ops) {
     for (int variant = 0; variant < 2; ++variant) {

@@ -12,6 +12,7 @@
 #include "compiler/ops/experts.hpp"
 #include "compiler/ops/latent_tail.hpp"
 #include "compiler/ops/routing.hpp"
+#include "runtime/kernel.hpp"
 #include "spec/ops/experts.hpp"
 #include "templates/latent_tail_args.h"
 
@@ -485,6 +486,23 @@ TEST_CASE("experts: the shipped prefill tile overrides are documented, and each 
       if (e.contains(field)) CHECK(got == e.at(field).get<int>());
     }
   }
+}
+
+TEST_CASE("experts: a one-token GEMM2 stash whose dynamic and static shared memory pass 48 KiB together asks for the opt-in", "[contract][experts]") {
+  // DeepSeek-V3 at tp 8 (I 256): 448 CTAs, four an SM of an H200, five regions of 9728 bytes --
+  // 48640 bytes, under 48 KiB alone but not beside the kernel's 768 static ones.
+  const auto spec = std::dynamic_pointer_cast<const ExpertsSpec>(
+      parse_spec(R"({"op": "experts", "hidden": 7168, "intermediate": 256, "num_experts": 256, "topk": 8, "activation": {"kind": "silu"}})", "t.json")
+          .ops[0]);
+  const auto t = experts_tiling(*spec);
+  const int regions = experts_one_token_stash_regions(*spec, t, {132, 233472, 232448, 768});
+  const auto bytes = static_cast<unsigned>(experts_one_token_stash_bytes(*spec, t, regions));
+  CHECK(regions == 5);
+  CHECK(bytes == 48640);
+  CHECK(needs_shared_opt_in(bytes, 768));
+  CHECK_FALSE(needs_shared_opt_in(bytes, 0));
+  CHECK_FALSE(needs_shared_opt_in(0, 49152));
+  CHECK(needs_shared_opt_in(49153, 0));
 }
 
 TEST_CASE("experts: the decode and one-token GEMMs' rings, and the one-token GEMM2 stashes the slots that fit when the SMs hold its whole grid", "[contract][experts]") {
