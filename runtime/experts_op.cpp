@@ -99,6 +99,8 @@ class ExpertsOp final : public Op {
       }
       if (stash_regions_ > 0) {
         gemm2->set_dynamic_shared(static_cast<unsigned>(experts_one_token_stash_bytes(spec_, tiling_, stash_regions_)));
+      } else {
+        gemm2->prefer_l1();  // its ring's loads in flight need L1 (experts.cuh)
       }
       one_[0] = std::move(gemm1);
       one_[1] = std::move(gemm2);

@@ -23,6 +23,10 @@ void Kernel::set_dynamic_shared(unsigned bytes) {
   }
 }
 
+void Kernel::prefer_l1() const {
+  MOEJIT_CU(driver_, cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, CU_SHAREDMEM_CARVEOUT_MAX_L1, kernel_, device_));
+}
+
 void Kernel::launch_raw(Dim3 grid, unsigned shared_bytes, void** params, CUstream stream, bool pdl) const {
   CUlaunchAttribute attr{};
   attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;

@@ -44,6 +44,8 @@ class Kernel {
   /// Dynamic shared memory a launch takes: the contract's (Context::kernel sets it), or what the
   /// op sizes at load where the contract leaves it to the device (Contract::kSharedAtLoad).
   void set_dynamic_shared(unsigned bytes);
+  /// Asks for the smallest shared-memory carveout (the most L1) for this kernel's launches.
+  void prefer_l1() const;
   Dim3 block() const noexcept { return block_; }
   unsigned dynamic_shared_bytes() const noexcept { return shared_; }
   const CompiledKernel& info() const noexcept { return info_; }

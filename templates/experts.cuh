@@ -35,7 +35,9 @@
 // and cp.async need and which a CTA with ~210 KB of shared memory has 28 KB of (H200, T = 1:
 // Qwen3-30B-A3B 29.7 us on the register ring alone, 22.4 with the regions; bench/README.md).
 // GEMM1 keeps its default carveout: with the largest shared memory (28 KB of L1) its streaming
-// loads ran at half speed.
+// loads ran at half speed. Without regions GEMM2 computes from its register ring and asks for the
+// most L1: with the default, after a kernel of ~200 KB of shared memory a CTA (the latent tail's
+// tensor cores) MoELayer's Kimi-K3 layer ran 22 us slower at T = 1 (H100; bench/README.md).
 //
 // Config (generated): kH, kI, kE, kK, kIdRange, kMasked, kHasMap, kWeightOnInput, kBias, kIds64,
 // T (= Out), activation constants (kKind, kInterleaved, kBeta, kInvBeta, kLinearBeta,
