@@ -94,8 +94,8 @@ struct LatentMoE::Impl {
   int rank = 0;
   std::shared_ptr<const Kernel> norm_kernel;                                     ///< every tp
   std::array<std::shared_ptr<const Kernel>, detail::kTailUpProj.size()> upproj_kernels;  ///< every tp, by token tile
-  /// sm_90a's tensor-core up projection by token tile, where the contract has it (calls of more
-  /// than 8 tokens), with z's TMA descriptors (fixed at load) and W's (of the last call's W).
+  /// sm_90a's tensor-core up projection by token tile, where the contract has it (the calls of
+  /// latent_tail_tc_call), with z's TMA descriptors (fixed at load) and W's (of the last call's W).
   std::array<std::shared_ptr<const Kernel>, detail::kTailUpProjTc.size()> upproj_tc;
   std::array<TmaMap, detail::kTailUpProjTc.size()> z_maps{};
   mutable struct {
@@ -270,8 +270,8 @@ struct LatentMoE::Impl {
   };
 
   // The smallest token tile that holds the call (past 64 tokens, tiles of 64), launched with
-  // PDL: W streams in while the kernel that writes z (norm or exchange) still runs. Past 8 tokens
-  // the tensor-core kernel where the contract has it.
+  // PDL: W streams in while the kernel that writes z (norm or exchange) still runs. The
+  // tensor-core kernel where the contract has it, for the calls latent_tail_tc_call names.
   void upproj(const UpTarget& u, const void* w, std::int64_t tokens, CUstream stream) const {
     TailUpArgs a{};
     a.peers = peers;
@@ -287,7 +287,7 @@ struct LatentMoE::Impl {
     a.row0 = u.row0;
     a.rows = u.rows;
     a.ranks = u.ranks;
-    if (upproj_tc[0] && tokens > detail::kTailUpProjTokens[0]) {
+    if (upproj_tc[0] && detail::latent_tail_tc_call(tokens)) {
       const std::size_t size = smallest_tile(detail::kTailUpProjTcTokens, tokens);
       if (w_map.base != w) {
         w_map.map = detail::tma_map(drv, w, spec.latent, spec.hidden, tiling.tc_rows, DType::bf16);
@@ -443,7 +443,7 @@ LatentMoE::LatentMoE(Context& context, std::shared_ptr<const OpSpec> op, Communi
   for (std::size_t i = 0; i < m.upproj_kernels.size(); ++i) {
     m.upproj_kernels[i] = load(detail::kTailUpProj[i], static_cast<unsigned>(32 * m.tiling.groups * m.tiling.split));
   }
-  if (detail::latent_tail_tc(*spec, context.device().arch) && m.max_tokens > detail::kTailUpProjTokens[0]) {  // past 8 tokens
+  if (detail::latent_tail_tc(*spec, context.device().arch)) {
     for (std::size_t i = 0; i < m.upproj_tc.size(); ++i) {
       m.upproj_tc[i] = load(detail::kTailUpProjTc[i], kTailTcThreads);
     }

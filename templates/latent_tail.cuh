@@ -15,9 +15,9 @@
 //                         fp32 sum, one rounding; writes out directly (base) or pushes the slice
 //                         to every rank (fused). W's first blocks are loaded (and the next asked
 //                         into L2) before it waits for the kernel that writes z
-//   tail_upproj_tc_kernel sm_90a, tp 1, more than 8 tokens: the same product and epilogue on the
-//                         tensor cores (TMA + mbarrier rings, wgmma m64 x 16/32/64 tokens), z read
-//                         once a warpgroup instead of once a warp
+//   tail_upproj_tc_kernel sm_90a, tp 1, one token or more than 8: the same product and epilogue
+//                         on the tensor cores (TMA + mbarrier rings, wgmma m64 x 16/32/64
+//                         tokens), z read once a warpgroup instead of once a warp
 //   tail_gather_kernel    fused path: assembles [T, H] from the pushed slices
 //   tail_permute_kernel   striped base path: [tp, T, H/tp] slices -> [T, H]
 // Peer slots are empty while they hold -0.0; senders turn -0.0 into +0.0. Every spin is

@@ -6,6 +6,7 @@
 #include "spec/ops/latent_tail.hpp"
 
 #include <array>
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -32,9 +33,13 @@ inline constexpr std::string_view kTailNorm = "norm";
 inline constexpr std::array<std::string_view, 4> kTailUpProj = {"upproj_n8", "upproj_n16", "upproj_n32", "upproj_n64"};
 inline constexpr std::array<int, 4> kTailUpProjTokens = {8, 16, 32, 64};  ///< tokens a CTA of each size takes
 /// The up projection on sm_90a's tensor cores (TMA + wgmma) at three token tiles: what calls of
-/// more than 8 tokens take where the contract has it (latent_tail_tc).
+/// one token and of more than 8 take where the contract has it (latent_tail_tc_call).
 inline constexpr std::array<std::string_view, 3> kTailUpProjTc = {"upproj_tc16", "upproj_tc32", "upproj_tc64"};
 inline constexpr std::array<int, 3> kTailUpProjTcTokens = {16, 32, 64};
+/// Whether a call of `tokens` takes the tensor-core kernel where the contract has it: it is the
+/// faster tail alone at every T, but at 2-8 tokens an MoE layer's decode GEMMs ran slower after
+/// it (bench/README.md "Latent tail"), so the streamer keeps those.
+constexpr bool latent_tail_tc_call(std::int64_t tokens) noexcept { return tokens == 1 || tokens > kTailUpProjTokens[0]; }
 inline constexpr std::string_view kTailExchange = "exchange";
 inline constexpr std::string_view kTailGather = "gather";
 inline constexpr std::string_view kTailPermute = "permute";

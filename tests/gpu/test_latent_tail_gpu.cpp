@@ -146,8 +146,8 @@ TEST_CASE("latent tail, tp 1, matches the reference", "[gpu][latent_tail]") {
   std::uint64_t seed = 1;
   for (const auto& spec : ops) {
     const auto op = gpu_context().load(spec);
-    // Every token tile of the up projection (8, 16, 32, 64; on the tensor cores 16, 32, 64),
-    // partly filled, and past 64 tokens the tiles of 64 side by side.
+    // Every token tile of the up projection (8, 16, 32, 64; on the tensor cores 16, 32, 64, one
+    // token there too), partly filled, and past 64 tokens the tiles of 64 side by side.
     for (int variant = 0; variant < 2; ++variant) {
       for (std::int64_t t : {0, 1, 4, 9, 16, 33, 48, 64, 100, 128}) {
         if (t <= spec->max_tokens()) test::check(*op, {variant, t, seed++});
@@ -164,13 +164,13 @@ TEST_CASE("latent tail, tp 1, matches the reference", "[gpu][latent_tail]") {
 
 TEST_CASE("latent tail, tp 1: a shared partial off 16-byte alignment gives the same bits", "[gpu][latent_tail]") {
   // S is loaded 16 bytes at a time where it is 16-byte aligned and element by element where not
-  // (load8), on the streamer (T = 4) and the tensor cores (33, 64).
+  // (load8), on the streamer (T = 4) and the tensor cores (1, 33, 64).
   const auto ops = test::warm({R"({"op": "latent_tail", "tp_size": 1, "hidden": 7168, "latent": 3584, "max_tokens": 64})"});
   const auto& spec = dynamic_cast<const LatentTailSpec&>(*ops[0]);
   const auto op = gpu_context().load(ops[0]);
   const auto& drv = gpu_context().driver();
   detail::Stream stream(drv);
-  for (std::int64_t t : {4, 33, 64}) {
+  for (std::int64_t t : {1, 4, 33, 64}) {
     INFO("T=" << t);
     const auto in = make_inputs(spec, t, 0, 77 + static_cast<std::uint64_t>(t));
     auto b = upload_rank(drv, spec, in, 0);
@@ -202,7 +202,7 @@ TEST_CASE("latent tail, tp 1: chained calls back to back give each call's own bi
   LaunchHints chained;
   chained.chained = true;
   detail::Stream stream(gpu_context().driver());
-  for (std::int64_t t : {4, 64}) {
+  for (std::int64_t t : {1, 4, 64}) {
     std::vector<tools::DeviceTensors> sets;
     std::vector<std::vector<std::vector<std::byte>>> alone;
     const auto download_all = [](const tools::DeviceTensors& set) {

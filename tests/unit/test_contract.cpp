@@ -287,7 +287,11 @@ TEST_CASE("latent_tail: the tensor-core up projection is in the contract on sm_9
     CHECK_FALSE(contracts(*tail(R"("tp_size": 2, "hidden": 7168, "latent": 3584)"), "sm_90a").front().has_kernel(role));
     CHECK_FALSE(contracts(*tail(R"("tp_size": 1, "hidden": 1024, "latent": 576)"), "sm_90a").front().has_kernel(role));  // 576 = 4.5 x 128
   }
-  for (auto role : kTailUpProj) CHECK(contracts(*tp1, "sm_90a").front().has_kernel(role));  // 8 tokens and fewer: the streamer
+  for (auto role : kTailUpProj) CHECK(contracts(*tp1, "sm_90a").front().has_kernel(role));  // 2-8 tokens: the streamer
+  // Where the contract has both, one token and more than 8 take the tensor cores.
+  CHECK(latent_tail_tc_call(1));
+  for (int t : {0, 2, 4, 8}) CHECK_FALSE(latent_tail_tc_call(t));
+  for (int t : {9, 64, 128}) CHECK(latent_tail_tc_call(t));
   // Both sides size the kernel's shared memory from one formula: under the 227 KB an SM gives a CTA.
   for (int rows : {64, 56, 48}) {
     for (int tokens : kTailUpProjTcTokens) CHECK(tail_tc_shared_bytes(tokens, rows) <= 227 * 1024);
