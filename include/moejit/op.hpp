@@ -36,8 +36,11 @@ class Op {
 
   /// Launches the op for `tokens` tokens on `stream`; legal inside CUDA graph capture, and
   /// allocation-free. `buffers[i]` binds tensors()[i]; an optional tensor may be left empty.
-  /// Throws moejit::Error (input) when a buffer is missing or holds fewer bytes than `tokens`
-  /// needs, so a token count past the caller's buffers is an error, never a write past the end.
+  /// Throws moejit::Error (input) when a buffer is missing, holds fewer bytes than `tokens` needs
+  /// (a token count past the caller's buffers is an error, never a write past the end) or is not
+  /// aligned as its TensorDecl says. One op object serves one stream and one host thread at a
+  /// time: its workspaces (and, for some ops, host-side descriptors) are its own; load the op
+  /// again for another stream.
   void launch(std::span<const Buffer> buffers, std::int64_t tokens, CUstream stream, const LaunchHints& hints = {}) const;
 
  protected:
