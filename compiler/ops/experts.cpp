@@ -184,9 +184,7 @@ ExpertsPrefillTiling experts_prefill_tiling(const ExpertsSpec& s, std::string_vi
     t.band1 = e.value("band1", t.band1);
     t.band2 = e.value("band2", t.band2);
     // a wgmma N the templates hold dividing the output, and bands of at least a tile
-    const auto fits = [](std::int64_t n, std::int64_t of) {
-      return std::ranges::find(ExpertsTiles::kWgmmaN, n) != ExpertsTiles::kWgmmaN.end() && of % n == 0;
-    };
+    const auto fits = [](std::int64_t n, std::int64_t of) { return ExpertsTiles::wgmma_n(n) && of % n == 0; };
     if (!fits(2 * t.cols1, 2 * s.intermediate) || !fits(t.n2, s.hidden) || t.band1 < 1 || t.band2 < 1) {
       throw Error({.kind = ErrorKind::internal, .message = "compiler/ops/experts_prefill_tiles.json: an entry the prefill GEMMs cannot take",
                    .found = e.dump()});

@@ -96,16 +96,14 @@ ExpertsTiles read_tiles(detail::SpecReader& r, const ExpertsSpec& s) {
   x.split2 = tile(t, "split2", 1, w, 1, [i](int v) { return i / kBlockK % v == 0; },
                   fmt::format("does not split intermediate {}'s {} k blocks of 32 evenly", i, i / kBlockK), "intermediate / 32 divisible by it");
   cta_shape(t, "groups2", "split2", x.groups2, x.split2);
-  const auto any = [](int) { return true; };
-  x.ring1 = tile(t, "ring1", 1, ExpertsTiles::kMaxRing, 1, any, "", "");
-  x.ring2 = tile(t, "ring2", 1, ExpertsTiles::kMaxRing, 1, any, "", "");
+  x.ring1 = static_cast<int>(t.integer("ring1", 1, ExpertsTiles::kMaxRing, 0));
+  x.ring2 = static_cast<int>(t.integer("ring2", 1, ExpertsTiles::kMaxRing, 0));
   if (s.masked()) t.forbid("ring_one", "applies only to layout standard (the one-token kernels)");
-  x.ring_one = tile(t, "ring_one", 1, ExpertsTiles::kMaxRing, 1, any, "", "");
-  const auto wgmma_n = [](int n) { return std::ranges::find(ExpertsTiles::kWgmmaN, n) != ExpertsTiles::kWgmmaN.end(); };
+  x.ring_one = static_cast<int>(t.integer("ring_one", 1, ExpertsTiles::kMaxRing, 0));
   const int n_max = ExpertsTiles::kWgmmaN.back();
-  x.cols1 = tile(t, "cols1", 8, n_max / 2, 8, [&](int v) { return wgmma_n(2 * v) && i % v == 0; },
+  x.cols1 = tile(t, "cols1", 8, n_max / 2, 8, [i](int v) { return ExpertsTiles::wgmma_n(2 * v) && i % v == 0; },
                  fmt::format("is not a wgmma N / 2 dividing intermediate {}", i), "2 cols1 a wgmma N, dividing intermediate");
-  x.n2 = tile(t, "n2", 8, n_max, 8, [&](int v) { return wgmma_n(v) && h % v == 0; },
+  x.n2 = tile(t, "n2", 8, n_max, 8, [h](int v) { return ExpertsTiles::wgmma_n(v) && h % v == 0; },
               fmt::format("is not a wgmma N dividing hidden {}", h), "a wgmma N dividing hidden");
   x.band1 = static_cast<int>(t.integer("band1", 1, ExpertsTiles::kMaxBand, 0));
   x.band2 = static_cast<int>(t.integer("band2", 1, ExpertsTiles::kMaxBand, 0));

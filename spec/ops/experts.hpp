@@ -31,6 +31,12 @@ struct ExpertsTiles {
   static constexpr int kMaxRing = 16;      ///< k blocks in flight a warp
   /// The wgmma N a prefill tile may take (templates/wgmma.cuh's shapes): GEMM2's n2, GEMM1's 2 cols1.
   static constexpr std::array<int, 7> kWgmmaN = {16, 32, 64, 128, 192, 240, 256};
+  static constexpr bool wgmma_n(std::int64_t n) noexcept {
+    for (int v : kWgmmaN) {
+      if (v == n) return true;
+    }
+    return false;
+  }
   static constexpr int kMaxBand = 1 << 16;
   int groups1 = 0, split1 = 0;  ///< decode GEMM1: row groups (8 h columns each) and K-split warps a CTA; set together
   int groups2 = 0, split2 = 0;  ///< decode GEMM2: row groups (16 output columns each) and K-split warps; set together
